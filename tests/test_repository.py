@@ -1,0 +1,41 @@
+"""Repository-wide rules: lint-clean, chapters independent of each other, common/ independent of chapters."""
+
+import ast
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is installed by `uv sync`")
+def test_ruff_check_is_clean():
+    result = subprocess.run(["ruff", "check", str(ROOT)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_common_never_imports_a_chapter():
+    for path in (ROOT / "common").rglob("*.py"):
+        assert not any(m.startswith("phase1_foundation") for m in imported_modules(path)), path
+
+
+def test_chapters_import_only_themselves_and_common():
+    for chapter in (ROOT / "phase1_foundation").glob("project*"):
+        own = f"phase1_foundation.{chapter.name}"
+        for path in chapter.rglob("*.py"):
+            for module in imported_modules(path):
+                if module.startswith("phase1_foundation"):
+                    assert module.startswith(own), f"{path} imports {module}"
