@@ -1,0 +1,82 @@
+"""Where the model runs and in which precision.
+
+Every chapter trains on whatever the learner has: an NVIDIA GPU, an Apple-silicon GPU or a plain CPU. This
+module makes that choice once, so a chapter's `train.py` only says `autocast(device)` around its forward pass.
+"""
+
+import contextlib
+import random
+
+import numpy as np
+import torch
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    """`auto` takes the fastest device present (cuda > mps > cpu); any other name is checked, not trusted."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise SystemExit(f"error: unknown device {name!r}; use --DEVICE=auto, cuda, cuda:N, mps or cpu") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("error: --DEVICE=cuda but PyTorch sees no CUDA GPU; use --DEVICE=auto or --DEVICE=cpu")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise SystemExit(f"error: --DEVICE={name} but only {torch.cuda.device_count()} CUDA GPU(s) exist")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise SystemExit("error: --DEVICE=mps but this machine has no Apple-silicon GPU; use --DEVICE=auto")
+    if device.type not in ("cuda", "mps", "cpu"):
+        raise SystemExit(f"error: unsupported device {name!r}; use --DEVICE=auto, cuda, mps or cpu")
+    return device
+
+
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """The low-precision type for matmuls, or None to stay in fp32.
+
+    bf16 has fp32's exponent range, so it needs no loss scaling; older CUDA GPUs (before Ampere) lack it and get
+    fp16 with a GradScaler. MPS and CPU stay in fp32: autocast there is slower or less mature than the gain.
+    """
+    if device.type != "cuda":
+        return None
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+def autocast(device: torch.device) -> contextlib.AbstractContextManager:
+    """Mixed precision for the forward pass and loss (the backward pass follows it automatically)."""
+    dtype = autocast_dtype(device)
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def grad_scaler(device: torch.device) -> torch.amp.GradScaler:
+    """A GradScaler that is only active for fp16, where small gradients would otherwise underflow to zero."""
+    return torch.amp.GradScaler(device.type, enabled=autocast_dtype(device) == torch.float16)
+
+
+def enable_tf32() -> None:
+    """Let fp32 matmuls use TensorFloat-32 tensor cores on Ampere+ GPUs (no effect elsewhere)."""
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+
+
+def seed_everything(seed: int) -> None:
+    """Seed every random number generator a run touches, so two runs with one seed are the same run."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def describe(device: torch.device) -> str:
+    """One line for the start of a run: which device, which chip, which precision."""
+    dtype = autocast_dtype(device)
+    precision = f"{str(dtype).removeprefix('torch.')} autocast" if dtype else "fp32"
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)}, {precision})"
+    if device.type == "mps":
+        return f"mps (Apple GPU, {precision})"
+    return f"cpu ({torch.get_num_threads()} threads, {precision})"
