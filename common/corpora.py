@@ -1,0 +1,645 @@
+"""Text for the course to learn from: named downloads, an embedded Wikipedia sample, or your own files.
+
+    corpus = prepare_corpus("wiki-sample", data_dir)        # or "books", "tinyshakespeare", ...
+    print(corpus.describe())                                # wiki-sample: 101 articles, ... (embedded, ...)
+    for document in corpus.iter_documents(): ...
+
+A corpus is a sequence of documents. A document is plain text whose paragraphs are separated by one
+blank line ("\\n\\n"); inside a paragraph a single "\\n" may occur (verse, a speaker's lines). Documents
+matter downstream: GPT puts <|endoftext|> between them, BERT takes its random "not the next sentence"
+from a different one, and the train/val split assigns whole documents.
+
+Every corpus is parsed once into a canonical cache, data_dir/"corpora"/"<slug>.jsonl" with one
+{"text": document} per line, plus "<slug>.json" with its counts; later runs stream the cache and never
+touch the raw text (or the network) again. Delete data/corpora to force a rebuild.
+
+Your own text (--TEXT_FILE) follows one simple rule:
+  * a folder: every .txt file in it (searched recursively, in sorted order) is one document;
+  * a single file: two or more blank lines in a row end a document, one blank line ends a paragraph.
+    A file without such double gaps is one document.
+"""
+
+import bz2
+import hashlib
+import html
+import importlib.util
+import json
+import os
+import re
+import socket
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from itertools import chain
+from pathlib import Path
+
+from tqdm import tqdm
+
+from common.download import download, extract_member
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A prepared corpus: where its cache lives and what it holds."""
+
+    name: str  # e.g. "wiki-sample", "tinyshakespeare", "file:notes"
+    path: Path  # the cache: one {"text": document} per line
+    documents: int
+    characters: int
+    words: int  # whitespace-separated pieces
+    unit: str = "document"  # what one document is, for describe(): "article", "speech", "chapter" ...
+    origin: str = ""  # where the text came from, for describe()
+
+    def iter_documents(self) -> Iterator[str]:
+        """Stream the documents from the cache, one at a time, so memory stays flat for any corpus size."""
+        with open(self.path, encoding="utf-8") as f:
+            for line in f:
+                yield json.loads(line)["text"]
+
+    def describe(self) -> str:
+        unit = self.unit if self.documents == 1 else _plural(self.unit)
+        return (f"{self.name}: {self.documents:,} {unit}, {self.characters:,} characters, "
+                f"{self.words:,} words ({self.origin})")
+
+
+def _plural(noun: str) -> str:
+    if noun.endswith("y"):
+        return noun[:-1] + "ies"
+    return noun + ("es" if noun.endswith(("ch", "s")) else "s")
+
+
+# --- the registry of downloadable corpora -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Source:
+    """A corpus we download: the file, the size and sha256 that pin it, and how to read documents from it."""
+
+    url: str
+    filename: str  # saved as data_dir/"downloads"/filename
+    size: int | None  # bytes; None only where `note` says why
+    sha256: str | None  # None: recorded on the first download and required from then on
+    reader: Callable[[Path], Iterator[str]]  # the downloaded (or extracted) file -> its documents
+    unit: str
+    about: str
+    member: str | None = None  # for a zip archive: the file inside it that holds the text
+    note: str = ""  # why size or sha256 are not pinned
+
+
+def tinyshakespeare_speeches(path: Path) -> Iterator[str]:
+    """Tiny Shakespeare: every blank-line separated block is one speech (speaker's name, then the lines)."""
+    for block in path.read_text(encoding="utf-8").split("\n\n"):
+        if block.strip():
+            yield block.strip()
+
+
+WIKITEXT_TITLE = re.compile(r"= (?!=).*(?<!=) =")  # " = Title = " starts an article, " = = Section = = " not
+
+
+def wikitext_articles(path: Path) -> Iterator[str]:
+    """WikiText: an article starts at a line " = Title = "; every other non-blank line is a paragraph.
+
+    Section headings (" = = History = = ") and titles are dropped: they are not sentences. WikiText's
+    split-number markers ("1 @,@ 000", "well @-@ known") are joined back; its other tokenization spaces
+    ("the game 's") stay as published.
+    """
+    paragraphs: list[str] = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if WIKITEXT_TITLE.fullmatch(line):
+                if paragraphs:
+                    yield "\n\n".join(paragraphs)
+                paragraphs = []
+            elif line and not line.startswith("="):
+                paragraphs.append(line.replace(" @-@ ", "-").replace(" @,@ ", ",").replace(" @.@ ", "."))
+    if paragraphs:
+        yield "\n\n".join(paragraphs)
+
+
+END_OF_TEXT = "<|endoftext|>"
+
+
+def tinystories_stories(path: Path) -> Iterator[str]:
+    """TinyStories: stories separated by <|endoftext|>; each non-empty line of a story is one paragraph."""
+    pieces: list[str] = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            *finished, rest = line.split(END_OF_TEXT)
+            for piece in finished:
+                story = _lines_as_paragraphs(pieces + [piece])
+                pieces = []
+                if story:
+                    yield story
+            pieces.append(rest)
+    story = _lines_as_paragraphs(pieces)
+    if story:
+        yield story
+
+
+def _lines_as_paragraphs(pieces: list[str]) -> str:
+    return "\n\n".join(line.strip() for line in "".join(pieces).splitlines() if line.strip())
+
+
+GUTENBERG_START = re.compile(r"^\*\*\* ?START OF (?:THE|THIS) PROJECT GUTENBERG E?BOOK.*$", re.I | re.M)
+GUTENBERG_END = re.compile(r"^\*\*\* ?END OF (?:THE|THIS) PROJECT GUTENBERG E?BOOK", re.I | re.M)
+# A chapter heading is a short block whose first line is like "CHAPTER I.", "Chapter 12", "Letter 4",
+# "STAVE ONE", "BOOK II" or "I. A SCANDAL IN BOHEMIA" (possibly inside an illustration's brackets),
+# optionally followed by a title line.
+NUMBER = (r"(?:\d+|[ivxlcdm]+|(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
+          r"fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty)(?:-\w+)?)")
+CHAPTER_HEADING = re.compile(
+    rf"(?i:(?:chapter|letter|stave|book|volume|part)\s+{NUMBER}\b).*"  # CHAPTER I. / Letter 4 / STAVE ONE
+    r"|[IVXLCDM]+\.(?:\s.*)?"  # I. A SCANDAL IN BOHEMIA (capitals only: "I." starting prose is rare)
+)
+MAX_HEADING_CHARS = 100
+# "[Illustration]" or "[Illustration: caption ... [_Copyright 1894 ..._]]", one level of nesting, any lines
+ILLUSTRATION = re.compile(r"\s*\[Illustration(?:[^\[\]]|\[[^\[\]]*\])*\]\s*")
+MIN_CHAPTER_CHARS = 500  # shorter "chapters" are table-of-contents entries
+
+
+def gutenberg_chapters(path: Path) -> Iterator[str]:
+    """A Project Gutenberg novel: its chapters, without licence, front matter, illustrations or hard wraps.
+
+    The licence header and footer are cut at the "*** START/END OF THE PROJECT GUTENBERG EBOOK" lines.
+    Text before the first chapter heading (title page, contents, an editor's preface) is dropped.
+    """
+    text = path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+    start, end = GUTENBERG_START.search(text), GUTENBERG_END.search(text)
+    if not (start and end):
+        raise SystemExit(f"error: {path} is not a Project Gutenberg text (no START/END lines); "
+                         "delete it and run again to download it afresh")
+    chapters: list[list[str]] = []  # the blocks of each chapter; nothing is kept before the first heading
+    for block in re.split(r"\n\s*\n", text[start.end():end.start()]):
+        if _is_chapter_heading(block):
+            chapters.append([])
+        elif chapters:
+            chapters[-1].append(block)
+    for blocks in chapters:
+        if document := _gutenberg_chapter_text(blocks):
+            yield document
+
+
+def _is_chapter_heading(block: str) -> bool:
+    lines = block.strip().strip("[]").split("\n")
+    return (len(lines) <= 2 and len(block.strip()) <= MAX_HEADING_CHARS
+            and CHAPTER_HEADING.fullmatch(lines[0].strip()) is not None)
+
+
+def _gutenberg_chapter_text(blocks: list[str]) -> str:
+    """The chapter as one document, or "" if it is too short to be more than a table-of-contents entry."""
+    text = ILLUSTRATION.sub("\n\n", "\n\n".join(blocks))
+    paragraphs: list[str] = []
+    for block in text.split("\n\n"):
+        paragraph = " ".join(block.split())  # unwrap the hard-wrapped lines
+        paragraph = paragraph.replace("_", "")  # Gutenberg marks _italics_ with underscores
+        if not paragraph:
+            continue
+        if paragraphs and paragraph[0].islower():  # an illustration had split this paragraph in two
+            paragraphs[-1] += " " + paragraph
+        else:
+            paragraphs.append(paragraph)
+    document = "\n\n".join(paragraphs)
+    return document if len(document) >= MIN_CHAPTER_CHARS else ""
+
+
+def _gutenberg(number: int, title: str) -> Source:
+    return Source(
+        url=f"https://www.gutenberg.org/cache/epub/{number}/pg{number}.txt",
+        filename=f"pg{number}.txt", size=None, sha256=None, reader=gutenberg_chapters, unit="chapter",
+        about=f"{title}, Project Gutenberg #{number}",
+        note="sha256 recorded on first download, size left open: Project Gutenberg regenerates its files "
+             "now and then",
+    )
+
+
+TINYSTORIES = "https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main"
+
+SOURCES: dict[str, Source] = {
+    "tinyshakespeare": Source(
+        url="https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
+        filename="tinyshakespeare.txt", size=1_115_394,
+        sha256="86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+        reader=tinyshakespeare_speeches, unit="speech", about="Tiny Shakespeare from karpathy/char-rnn",
+    ),
+    "wikitext-2": Source(
+        url="https://huggingface.co/datasets/ggml-org/ci/resolve/main/wikitext-2-raw-v1.zip",
+        filename="wikitext-2-raw-v1.zip", size=4_721_645,
+        sha256="ef7edb566e3e2b2d31b29c1fdb0c89a4cc683597484c3dc2517919c615435a11",
+        member="wikitext-2-raw/wiki.train.raw", reader=wikitext_articles, unit="article",
+        about="WikiText-2 raw, training split (valid/test left untouched for comparisons)",
+    ),
+    "wikitext-103": Source(
+        url="https://wikitext.smerity.com/wikitext-103-raw-v1.zip",  # the dataset author's own host
+        filename="wikitext-103-raw-v1.zip", size=191_984_949,
+        sha256="91c00ae287f0d699e18605c84afc9e45c192bc6b7797ff8837e5474655a33794",
+        member="wikitext-103-raw/wiki.train.raw", reader=wikitext_articles, unit="article",
+        about="WikiText-103 raw, training split (valid/test left untouched for comparisons)",
+        note="sha256 as published for the original Salesforce archive (mlx-data, Julia's WikiText loaders)",
+    ),
+    "tinystories": Source(
+        url=f"{TINYSTORIES}/TinyStoriesV2-GPT4-valid.txt",
+        filename="TinyStoriesV2-GPT4-valid.txt", size=22_502_601,
+        sha256="6874bae9a4c1a4e7edcf0e53b86c17817e9cf881fc75ff2368da457b80c0585d",
+        reader=tinystories_stories, unit="story",
+        about="TinyStories V2 (GPT-4 stories), validation file",
+        note="sha256 is the Git LFS oid the Hugging Face hub publishes for the file",
+    ),
+    "tinystories-full": Source(
+        url=f"{TINYSTORIES}/TinyStoriesV2-GPT4-train.txt",
+        filename="TinyStoriesV2-GPT4-train.txt", size=2_227_753_162,
+        sha256="6418d412de72888f52b5142c761ac21a582f7d1166f0bfbdb5f03ccfdec90443",
+        reader=tinystories_stories, unit="story",
+        about="TinyStories V2 (GPT-4 stories), training file",
+        note="sha256 is the Git LFS oid the Hugging Face hub publishes for the file",
+    ),
+    "gutenberg-austen": _gutenberg(1342, "Pride and Prejudice by Jane Austen"),
+    "gutenberg-bronte": _gutenberg(1260, "Jane Eyre by Charlotte Brontë"),
+    "gutenberg-dickens": _gutenberg(1400, "Great Expectations by Charles Dickens"),
+    "gutenberg-doyle": _gutenberg(1661, "The Adventures of Sherlock Holmes by Arthur Conan Doyle"),
+    "gutenberg-melville": _gutenberg(2701, "Moby Dick by Herman Melville"),
+    "gutenberg-shelley": _gutenberg(84, "Frankenstein by Mary Shelley"),
+    "gutenberg-stoker": _gutenberg(345, "Dracula by Bram Stoker"),
+    "gutenberg-twain": _gutenberg(76, "Adventures of Huckleberry Finn by Mark Twain"),
+}
+
+@dataclass(frozen=True)
+class Bundle:
+    """Several sources read as one corpus, in order."""
+
+    members: tuple[str, ...]
+    about: str
+
+
+BUNDLES: dict[str, Bundle] = {
+    # Chapter 1's "BooksCorpus in spirit": GPT-1 pre-trained on long stretches of contiguous fiction.
+    "books": Bundle(tuple(name for name in SOURCES if name.startswith("gutenberg-")),
+                    "novels from Project Gutenberg"),
+}
+
+WIKI_SAMPLE = "wiki-sample"
+
+
+def corpus_names() -> list[str]:
+    return [WIKI_SAMPLE, *SOURCES, *BUNDLES]
+
+
+# --- preparing a corpus -------------------------------------------------------------------------------
+
+def prepare_corpus(name: str, data_dir: Path, text_file: str | None = None) -> Corpus:
+    """Return the corpus called `name` (or the text in `text_file`, which wins), building its cache once."""
+    data_dir = Path(data_dir)
+    if text_file:
+        return _own_text(Path(text_file), data_dir)
+    if name == WIKI_SAMPLE:
+        return _cached(name, name, data_dir, wiki_sample_documents, "article", "embedded, offline")
+    if name in SOURCES:
+        source = SOURCES[name]
+        return _cached(name, name, data_dir, lambda: _downloaded_documents(source, data_dir), source.unit,
+                       source.about)
+    if name in BUNDLES:
+        bundle = BUNDLES[name]
+        members = [SOURCES[member] for member in bundle.members]
+
+        def documents() -> Iterator[str]:
+            return chain.from_iterable(_downloaded_documents(member, data_dir) for member in members)
+
+        return _cached(name, name, data_dir, documents, members[0].unit, f"{len(members)} {bundle.about}")
+    raise SystemExit(f"error: unknown corpus {name!r}; choose one of {', '.join(corpus_names())}, "
+                     "or give your own text with --TEXT_FILE=path")
+
+
+def _downloaded_documents(source: Source, data_dir: Path) -> Iterator[str]:
+    downloads = data_dir / "downloads"
+    path = download(source.url, downloads / source.filename, size=source.size, sha256=source.sha256)
+    if source.member:
+        path = extract_member(path, source.member, downloads)
+    yield from source.reader(path)
+
+
+def _cached(name: str, slug: str, data_dir: Path, documents: Callable[[], Iterable[str]], unit: str,
+            origin: str) -> Corpus:
+    """The corpus from its cache; on the first call, build the cache from `documents()`."""
+    path = data_dir / "corpora" / f"{slug}.jsonl"
+    stats_path = path.with_suffix(".json")
+    if path.exists() and stats_path.exists():
+        return Corpus(path=path, **json.loads(stats_path.read_text(encoding="utf-8")))
+    print(f"preparing corpus {name} ({origin}) ...")
+    return _write_cache(documents(), path, name, unit, origin)
+
+
+def _write_cache(documents: Iterable[str], path: Path, name: str, unit: str, origin: str) -> Corpus:
+    """Stream `documents` into the JSONL cache, counting as we go; the files appear only when complete.
+
+    The counts file is renamed into place before the JSONL, so a JSONL on disk always has its counts.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    stats_path, stats_tmp = path.with_suffix(".json"), path.with_suffix(".json.tmp")
+    count = characters = words = 0
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for document in tqdm(documents, desc=name, unit=" docs"):
+                f.write(json.dumps({"text": document}, ensure_ascii=False) + "\n")
+                count += 1
+                characters += len(document)
+                words += len(document.split())
+        if count == 0:
+            raise SystemExit(f"error: found no text in {origin}; a corpus needs at least one paragraph")
+        corpus = Corpus(name, path, count, characters, words, unit, origin)
+        stats = {key: value for key, value in asdict(corpus).items() if key != "path"}
+        stats_tmp.write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+        os.replace(stats_tmp, stats_path)
+        os.replace(tmp, path)
+    finally:  # also on errors and Ctrl-C
+        tmp.unlink(missing_ok=True)
+        stats_tmp.unlink(missing_ok=True)
+    return corpus
+
+
+# --- your own text ------------------------------------------------------------------------------------
+
+def _own_text(path: Path, data_dir: Path) -> Corpus:
+    """A corpus from a .txt file or a folder of them, cached under a name that changes when they change."""
+    if not path.exists():
+        raise SystemExit(f"error: {path} does not exist; point --TEXT_FILE at a .txt file or a folder")
+    if path.is_dir():
+        files = sorted(path.rglob("*.txt"))
+        if not files:
+            raise SystemExit(f"error: {path} holds no .txt files; add some, or point --TEXT_FILE at one file")
+
+        def documents() -> Iterator[str]:
+            return (document for document in map(_whole_file_document, files) if document)
+
+        origin, unit = f"your folder {path}, {len(files)} .txt files", "file"
+    else:
+        files = [path]
+
+        def documents() -> Iterator[str]:
+            return _text_file_documents(path)
+
+        origin, unit = f"your file {path}", "document"
+    name = path.resolve().stem
+    slug = f"file-{re.sub(r'[^A-Za-z0-9_-]+', '-', name)}-{_fingerprint(files)}"
+    return _cached(f"file:{name}", slug, data_dir, documents, unit, origin)
+
+
+def _fingerprint(files: list[Path]) -> str:
+    """Ten hex digits that change whenever a file is edited, added, removed or renamed."""
+    digest = hashlib.sha256()
+    for file in files:
+        stat = file.stat()
+        digest.update(f"{file.resolve()}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:10]
+
+
+def _text_file_documents(path: Path) -> Iterator[str]:
+    """Documents of one file: two or more blank lines end a document, one blank line ends a paragraph."""
+    paragraphs: list[str] = []
+    for paragraph, blank_lines_before in _paragraphs_of_lines(_utf8_lines(path)):
+        if blank_lines_before >= 2 and paragraphs:
+            yield "\n\n".join(paragraphs)
+            paragraphs = []
+        paragraphs.append(paragraph)
+    if paragraphs:
+        yield "\n\n".join(paragraphs)
+
+
+def _whole_file_document(path: Path) -> str:
+    return "\n\n".join(paragraph for paragraph, _ in _paragraphs_of_lines(_utf8_lines(path)))
+
+
+def _paragraphs_of_lines(lines: Iterable[str]) -> Iterator[tuple[str, int]]:
+    """Yield (paragraph, number of blank lines before it); lines inside a paragraph keep their breaks."""
+    current: list[str] = []
+    blanks = 0  # blank lines seen since the last text line
+    before = 0  # blank lines that preceded the current paragraph
+    for line in lines:
+        line = line.rstrip()  # drops "\n", "\r\n" and trailing spaces; whitespace-only lines become blank
+        if not line:
+            blanks += 1
+            continue
+        if blanks and current:
+            yield "\n".join(current), before
+            current = []
+        if not current:
+            before = blanks
+        current.append(line)
+        blanks = 0
+    if current:
+        yield "\n".join(current), before
+
+
+def _utf8_lines(path: Path) -> Iterator[str]:
+    try:
+        with open(path, encoding="utf-8-sig") as f:  # -sig: ignore the byte-order mark some editors add
+            yield from f
+    except UnicodeDecodeError:
+        raise SystemExit(f"error: {path} is not UTF-8 text; save it as UTF-8 (for example: "
+                         f"iconv -f latin1 -t utf-8 {path} > {path.stem}-utf8.txt)") from None
+
+
+# --- wiki-sample: real Wikipedia articles that ship inside gensim ------------------------------------
+
+# gensim's tests include the first ~100 articles of an English Wikipedia dump (2016); gensim is a course
+# dependency, so this corpus is always there, offline.
+WIKI_DUMP = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+# Sections from these on hold links and citations, not prose; we stop reading an article there.
+END_SECTIONS = ("see also", "references", "notes", "external links", "further reading", "bibliography",
+                "sources", "citations", "footnotes", "works cited", "notes and references")
+MIN_PARAGRAPH_CHARS = 40  # shorter leftovers are captions, list items and fragments, not prose
+DROP = "\x00"  # put in place of a formula or code block: the paragraph around it is dropped
+
+
+def wiki_sample_documents() -> Iterator[str]:
+    """The articles of gensim's Wikipedia sample as clean prose, one document per article."""
+    for _title, wikitext in wiki_sample_articles():
+        paragraphs = wiki_paragraphs(wikitext)
+        if paragraphs:
+            yield "\n\n".join(paragraphs)
+
+
+def wiki_sample_articles() -> Iterator[tuple[str, str]]:
+    """(title, wikitext) of every real article in the dump: no redirects, talk or project pages."""
+    with bz2.open(_wiki_dump_path()) as f:
+        for _event, element in ET.iterparse(f):
+            if element.tag.rsplit("}", 1)[-1] != "page":
+                continue
+            title = element.findtext("{*}title")
+            wikitext = element.findtext("{*}revision/{*}text") or ""
+            is_article = element.findtext("{*}ns") == "0" and element.find("{*}redirect") is None
+            if is_article and not title.endswith("(disambiguation)"):  # disambiguation pages are link lists
+                yield title, wikitext
+            element.clear()  # iterparse keeps what it built: free each page once read
+
+
+def _wiki_dump_path() -> Path:
+    """Locate the dump inside the installed gensim package without importing gensim (that takes seconds)."""
+    spec = importlib.util.find_spec("gensim")
+    path = Path(spec.submodule_search_locations[0]) / WIKI_DUMP if spec else None
+    if path is None or not path.exists():
+        raise SystemExit("error: wiki-sample is read from gensim's test data, but gensim is missing; run: uv sync")
+    return path
+
+
+def wiki_paragraphs(wikitext: str) -> list[str]:
+    """Turn one article's wiki markup into its prose paragraphs (headings and lists end a paragraph)."""
+    paragraphs: list[str] = []
+    current: list[str] = []
+    for line in _strip_wiki_markup(wikitext).split("\n"):
+        line = line.strip()
+        heading = re.fullmatch(r"(=+)\s*(.*?)\s*\1", line)
+        if heading and heading.group(2).lower() in END_SECTIONS:
+            break
+        if not line or heading or line[0] in "*#:;|!":  # a new block starts: finish the paragraph
+            paragraphs.append(" ".join(current))
+            current = []
+            if line[:1] in ("*", "#", ":", ";"):  # a list item becomes a paragraph of its own
+                paragraphs.append(line.lstrip("*#:; "))
+            continue
+        current.append(line)
+    paragraphs.append(" ".join(current))
+    cleaned = (_tidy(p) for p in paragraphs)
+    # "ISBN": a citation in a list of works, which is not prose either
+    return [p for p in cleaned if len(p) >= MIN_PARAGRAPH_CHARS and DROP not in p and "ISBN" not in p]
+
+
+def _strip_wiki_markup(text: str) -> str:
+    """Remove everything that is not running text: comments, references, templates, tables, files, tags."""
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    text = re.sub(r"<ref[^>]*/>", "", text, flags=re.I)  # <ref name="x"/> first: it has no closing tag
+    text = re.sub(r"<ref[^>]*>.*?</ref\s*>", "", text, flags=re.I | re.S)
+    blocks = "math|chem|syntaxhighlight|source|pre|score|timeline|gallery|imagemap|hiero"
+    text = re.sub(rf"<({blocks})\b.*?</\1\s*>", DROP, text, flags=re.I | re.S)
+    text = _replace_nested(text, "[[", "]]", _link_text)  # image captions hold links: [[File:a|b [[c]]]]
+    text = _replace_nested(text, "{{", "}}", _template_text)  # templates nest: {{a|{{b}}}}
+    text = _replace_nested(text, "{|", "|}", lambda table: "")  # so do tables
+    text = re.sub(r"<br\s*/?>", " ", text, flags=re.I)
+    text = re.sub(r"</?[a-zA-Z][^>]*>", "", text)  # other tags go, their text stays: <small>x</small> -> x
+    text = re.sub(r"\[(?:https?:)?//[^\s\]]+\s*([^\]]*)\]", r"\1", text)  # [http://x label] -> label
+    text = re.sub(r"'{2,}", "", text)  # ''italic'', '''bold'''
+    text = re.sub(r"__[A-Z]+__", "", text)  # __NOTOC__ and friends
+    return html.unescape(text).replace("\xa0", " ")  # &nbsp; &ndash; ... -> characters
+
+
+def _replace_nested(text: str, opener: str, closer: str, replace: Callable[[str], str]) -> str:
+    """Replace each outermost opener...closer span by replace(what is inside), counting nested pairs.
+
+    A regular expression cannot count, and templates, tables and links all nest. An opener that is
+    never closed is kept as text.
+    """
+    pieces, depth, kept_until, inner_start = [], 0, 0, 0
+    for match in re.finditer(f"{re.escape(opener)}|{re.escape(closer)}", text):
+        if match.group() == opener:
+            if depth == 0:
+                pieces.append(text[kept_until:match.start()])
+                inner_start, kept_until = match.end(), match.start()
+            depth += 1
+        elif depth:
+            depth -= 1
+            if depth == 0:
+                pieces.append(replace(text[inner_start:match.start()]))
+                kept_until = match.end()
+    pieces.append(text[kept_until:])
+    return "".join(pieces)
+
+
+# Templates whose text belongs to the sentence around them, and which positional argument holds it.
+# {{convert|8,848|m|ft}} is handled on its own (-> "8,848 m"); every other template (citations,
+# infoboxes, navigation boxes, pronunciations) is dropped.
+INLINE_TEMPLATES = {"lang": -1, "transl": -1, "nowrap": 0, "small": 0, "smaller": 0, "quote": 0}
+RANGE_WORDS = ("to", "-", "–", "and", "or", "by", "x")
+
+
+def _template_text(template: str) -> str:
+    """The words a template contributes to the prose: mostly none."""
+    template = _replace_nested(template, "{{", "}}", _template_text)
+    name, *args = (part.strip() for part in template.split("|"))
+    positional = [arg for arg in args if "=" not in arg]  # named arguments are options, not text
+    name = name.lower()
+    if name == "convert" and len(positional) >= 2:
+        if positional[1] in RANGE_WORDS and len(positional) >= 4:  # {{convert|2|to|3|km}}
+            return " ".join(positional[:4])
+        return f"{positional[0]} {positional[1]}"
+    if name in INLINE_TEMPLATES and positional:
+        return positional[INLINE_TEMPLATES[name]]
+    return ""
+
+
+def _link_text(link: str) -> str:
+    """target|label -> label, target -> target; files, images, categories and other languages -> ""."""
+    link = _replace_nested(link, "{{", "}}", _template_text)  # [[Edge of space|altitude of {{convert|..}}]]
+    target, _, label = link.partition("|")
+    if re.match(r"\s*(file|image|media|category)\s*:|[a-z]{2,3}(-[a-z]+)?:", target, flags=re.I):
+        return ""
+    return (label.rpartition("|")[2] if label else target).strip().lstrip(":")
+
+
+def _tidy(paragraph: str) -> str:
+    """Close the gaps that removed references and templates leave: "( )", "(, word", "word ,", spaces."""
+    paragraph = re.sub(r"\(\s*[,;:]?\s*\)", "", paragraph)  # "( )" or "(; )" left by a removed pronunciation
+    paragraph = re.sub(r"\(\s*[,;:]\s*", "(", paragraph)  # "(, Akhilleus" -> "(Akhilleus"
+    paragraph = re.sub(r"\s+([,.;:!?)])", r"\1", paragraph)  # "word ," -> "word,"
+    return " ".join(paragraph.split()).lstrip(".,;: ")
+
+
+# --- paragraphs and sentences -------------------------------------------------------------------------
+
+def split_paragraphs(document: str) -> list[str]:
+    """The paragraphs of a document: blocks separated by blank lines."""
+    return [p.strip() for p in re.split(r"\n\s*\n", document) if p.strip()]
+
+
+# Words that end in a period without ending the sentence. Single capitals (initials: "J. R. R. Tolkien")
+# and dotted forms ("U.S.", "e.g.", "Ph.D.") are recognised by shape, see _ends_sentence.
+ABBREVIATIONS = frozenset("""
+    mr mrs ms messrs dr prof rev hon sr jr st mt ft gen col maj capt lt sgt gov sen rep pres
+    vs cf al approx ca fig figs vol vols pp inc ltd co corp bros dept univ
+""".split())
+SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*\s+")  # terminator, closing quotes or brackets, then space
+OPENERS = "\"'“‘(["
+LAST_WORD = re.compile(r"\S*\Z")
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    """Split a paragraph into sentences, well enough for next-sentence prediction on Wikipedia prose.
+
+    A sentence ends at ".", "!" or "?" (plus any closing quotes or brackets) followed by a space and a
+    capital letter, unless the word before the period is an abbreviation, an initial or a dotted form.
+    So "3.14" (no space), "No. 5" (a digit follows) and "e.g. the" (lowercase follows) never split. A
+    sentence starting with a digit is therefore glued to the one before: rare in edited prose.
+    """
+    sentences, start = [], 0
+    for match in SENTENCE_END.finditer(paragraph):
+        if _ends_sentence(paragraph, match.start(), match.end()):
+            sentences.append(paragraph[start:match.end()].strip())
+            start = match.end()
+    sentences.append(paragraph[start:].strip())
+    return [s for s in sentences if s]
+
+
+def _ends_sentence(text: str, stop: int, next_start: int) -> bool:
+    """Does the terminator at text[stop] end a sentence, given that the next one would begin at next_start?
+
+    Only a few characters on either side are looked at, so splitting stays linear in the paragraph length.
+    """
+    following = text[next_start:next_start + 8].lstrip(OPENERS)
+    if not following[:1].isupper():
+        return False
+    if text[stop] in "!?":
+        return True
+    word = LAST_WORD.search(text, max(0, stop - 30), stop).group().lstrip(OPENERS)
+    is_initial = len(word) == 1 and word.isupper()
+    is_dotted = "." in word and all(len(part) <= 2 for part in word.split("."))
+    return not (word.lower() in ABBREVIATIONS or is_initial or is_dotted)
+
+
+def network_available(timeout: float = 3.0) -> bool:
+    """True when huggingface.co can be looked up and connected to within `timeout` seconds.
+
+    Lets a chapter pick a download when online and the embedded wiki-sample when not.
+    """
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
