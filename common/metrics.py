@@ -1,0 +1,193 @@
+"""What a training run reports: a JSONL log of losses, a loss plot, MFU, a progress bar, a NaN guard."""
+
+import json
+import math
+import os
+from pathlib import Path
+
+import torch
+from matplotlib.figure import Figure
+from tqdm import tqdm
+
+
+class MetricsLog:
+    """A JSONL file beside the checkpoints: one {"step": ..., "train_loss": ..., ...} object per line.
+
+    JSONL because a line is complete the moment it is written: a crash loses at most the line being
+    written, and the file can be read (or plotted) while training runs.
+
+    A resumed run restarts from its checkpoint's step, so lines logged after that checkpoint belong to
+    a future that never happened; we drop them so the curve continues without a loop-back.
+    A fresh run (resume_step=None) starts a new file.
+    """
+
+    def __init__(self, path: Path, resume_step: int | None = None):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        kept = [] if resume_step is None else [r for r in self.read() if r["step"] <= resume_step]
+        # Rewrite through a temporary file: a crash now must not lose the curve we are keeping.
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(json.dumps(record) + "\n" for record in kept))
+        os.replace(tmp, self.path)
+
+    def log(self, step: int, **fields: float) -> None:
+        """Append one line. Opening the file for each line flushes it, so a crash keeps every line logged."""
+        with self.path.open("a") as f:
+            f.write(json.dumps({"step": step, **fields}) + "\n")
+
+    def read(self) -> list[dict]:
+        return read_metrics(self.path)
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """The records of a metrics file, skipping a last line cut short by a crash."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def plot_losses(metrics_path: Path, png_path: Path, title: str) -> Path:
+    """Plot train and val loss against step into a PNG.
+
+    Validation runs every few hundred steps, so its points are sparser than the training ones; each
+    series is plotted from the lines that have it. We draw on a bare matplotlib Figure, which renders
+    with the Agg backend, instead of going through pyplot: that needs no display and leaves the
+    backend of a notebook that imports this module alone.
+    """
+    records = read_metrics(metrics_path)
+    if not records:
+        raise SystemExit(f"error: no metrics in {metrics_path}; train first, the run writes this file")
+    fig = Figure(figsize=(8, 5))
+    ax = fig.subplots()
+    for key, label, style in (("train_loss", "train", "-"), ("val_loss", "val", "o-")):
+        points = [(r["step"], r[key]) for r in records if key in r]
+        if points:
+            steps, losses = zip(*points, strict=True)
+            ax.plot(steps, losses, style, label=label)
+    ax.set(xlabel="step", ylabel="loss (nats per token)", title=title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    png_path = Path(png_path)
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png_path, dpi=120)
+    return png_path
+
+
+# Peak dense tensor-core throughput in TFLOP/s for bf16 (fp16 on T4 and V100, which have no bf16),
+# never the 2x "with sparsity" figures. Data-centre cards: NVIDIA's datasheets. GeForce cards: the
+# "FP32 accumulate" column of NVIDIA's Ampere (GA102) and Ada (AD102) whitepapers, which is what
+# PyTorch's bf16 matmuls use; cards those tables omit are computed the same way, as
+# SMs x 512 FLOPs per clock x boost clock. Laptop parts use the highest boost clock NVIDIA lists, which
+# a laptop with a lower power limit does not reach, so their MFU reads low.
+PEAK_TFLOPS = {
+    "A100": 312.0,
+    "H100": 989.5,  # SXM, named "NVIDIA H100 80GB HBM3"
+    "H100 PCIe": 756.5,
+    "H100 NVL": 835.5,
+    "H200": 989.5,
+    "H200 NVL": 835.5,
+    "L4": 121.0,
+    "L40": 181.0,
+    "L40S": 362.0,
+    "T4": 65.0,
+    "V100": 125.0,  # SXM2
+    "V100-PCIE": 112.0,
+    "V100S": 130.0,
+    "RTX 3050": 18.2,
+    "RTX 3060": 25.5,
+    "RTX 3060 Ti": 32.4,
+    "RTX 3070": 40.6,
+    "RTX 3070 Ti": 43.5,
+    "RTX 3080": 59.5,
+    "RTX 3080 Ti": 68.2,
+    "RTX 3090": 71.0,
+    "RTX 3090 Ti": 80.0,
+    "RTX 4060": 30.2,
+    "RTX 4060 Ti": 44.1,
+    "RTX 4070": 58.3,
+    "RTX 4070 SUPER": 71.0,
+    "RTX 4070 Ti": 80.2,
+    "RTX 4070 Ti SUPER": 88.2,
+    "RTX 4080": 97.5,
+    "RTX 4080 SUPER": 104.4,
+    "RTX 4090": 165.2,
+    "RTX 3050 Laptop": 14.3,
+    "RTX 3050 Ti Laptop": 17.4,
+    "RTX 3060 Laptop": 26.2,
+    "RTX 3070 Laptop": 33.2,
+    "RTX 3070 Ti Laptop": 35.0,
+    "RTX 3080 Laptop": 42.0,
+    "RTX 3080 Ti Laptop": 47.2,
+    "RTX 4050 Laptop": 24.3,
+    "RTX 4060 Laptop": 29.1,
+    "RTX 4070 Laptop": 40.1,
+    "RTX 4080 Laptop": 67.7,
+    "RTX 4090 Laptop": 79.4,
+}
+
+
+def peak_flops(device: torch.device) -> float | None:
+    """Peak FLOP/s of `device`, or None when we do not know it (CPU, Apple GPU, an unlisted card).
+
+    The longest table name found in the card's name wins, so "RTX 4090 Laptop GPU" is not taken for
+    a desktop RTX 4090 and "L40S" is not taken for an L4; a laptop never gets a desktop number.
+    Guessing for unknown hardware would print a confident but wrong MFU, so we return None and the
+    caller reports "MFU unknown".
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    matches = [model for model in PEAK_TFLOPS if model in name]
+    if not matches:
+        return None
+    model = max(matches, key=len)
+    if "Laptop" in name and "Laptop" not in model:
+        return None
+    return PEAK_TFLOPS[model] * 1e12
+
+
+def mfu(flops_per_token: float, tokens_per_second: float, device) -> float | None:
+    """Model FLOPs utilisation: the fraction of the hardware's peak that the training math uses.
+
+    flops_per_token counts the forward and backward pass (about 6 x parameters), so MFU compares the
+    model's necessary work with the chip's limit, independent of implementation tricks.
+    """
+    peak = peak_flops(device)
+    if peak is None:
+        return None
+    return flops_per_token * tokens_per_second / peak
+
+
+def progress(total: int, initial: int = 0, desc: str = "train") -> tqdm:
+    """A progress bar over optimizer steps; `initial` makes a resumed run start where it stopped."""
+    return tqdm(total=total, initial=initial, desc=desc, unit="step", dynamic_ncols=True)
+
+
+def check_finite(loss: float, step: int, last_checkpoint: Path | None) -> None:
+    """Stop at the first NaN or infinite loss, because every later step would only spread it.
+
+    Saving now would store NaN weights (and keep-K pruning could then delete the good ones), so we stop
+    without saving and point at the last good checkpoint. The usual cause is a learning rate too high
+    for the model or the batch size.
+    """
+    loss = float(loss)
+    if math.isfinite(loss):
+        return
+    if last_checkpoint is None:
+        where = (
+            "no checkpoint was saved yet; lower the learning rate (or lengthen the warmup) and start again"
+        )
+    else:
+        where = (
+            f"the last good checkpoint is kept: {last_checkpoint}; "
+            "lower the learning rate (or lengthen the warmup) and resume from it"
+        )
+    raise SystemExit(f"error: the loss became {loss} at step {step}, so training stopped; {where}")

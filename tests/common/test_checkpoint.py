@@ -1,0 +1,230 @@
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from common.checkpoint import (
+    check_compatible,
+    checkpoint_path,
+    clean_state_dict,
+    find_checkpoint,
+    load_checkpoint,
+    prune_checkpoints,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+
+KIND = "project1/gpt"
+
+
+def make_state(step: int) -> dict:
+    """A checkpoint shaped like a chapter's. The optimizer state is written out by hand because building
+    a torch.optim optimizer imports torch._dynamo, which takes seconds."""
+    model = torch.nn.Linear(4, 3)
+    optimizer = {
+        "state": {0: {"step": torch.tensor(1.0), "exp_avg": torch.randn(3, 4)}},
+        "param_groups": [{"lr": 3e-4, "betas": (0.9, 0.95), "params": [0, 1]}],
+    }
+    return {
+        "kind": KIND,
+        "model": model.state_dict(),
+        "optimizer": optimizer,
+        "config": {"N_LAYER": 2, "LEARNING_RATE": 3e-4},
+        "step": step,
+        "rng": rng_state(),
+        "tokenizer": "data/tokenizer",
+    }
+
+
+def test_checkpoint_path_names_step_and_loss(tmp_path):
+    assert checkpoint_path(tmp_path, "gpt", 1500, 3.14159) == tmp_path / "gpt_iter1500_loss3.1416.pt"
+
+
+def test_round_trip_loads_with_weights_only(tmp_path):
+    state = make_state(7)
+    path = save_checkpoint(checkpoint_path(tmp_path / "new_dir", "gpt", 7, 2.5), state)
+    loaded = load_checkpoint(path, kind=KIND)
+    assert loaded["step"] == 7
+    assert loaded["config"] == state["config"]
+    for name, tensor in state["model"].items():
+        assert torch.equal(loaded["model"][name], tensor)
+    assert torch.equal(loaded["optimizer"]["state"][0]["exp_avg"], state["optimizer"]["state"][0]["exp_avg"])
+    assert loaded["optimizer"]["param_groups"] == state["optimizer"]["param_groups"]
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_crash_mid_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
+    good = save_checkpoint(tmp_path / "gpt.pt", make_state(1))
+
+    def crash_halfway(obj, f):
+        f.write(b"PK\x03\x04 half a checkpoint")
+        raise KeyboardInterrupt  # Ctrl-C in the middle of torch.save
+
+    monkeypatch.setattr(torch, "save", crash_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(good, make_state(2))
+    assert load_checkpoint(good, kind=KIND)["step"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["gpt.pt"]
+
+
+def test_write_error_is_one_line_and_keeps_previous(tmp_path, monkeypatch):
+    good = save_checkpoint(tmp_path / "gpt.pt", make_state(1))
+
+    def disk_full(obj, f):
+        f.write(b"PK\x03\x04")
+        raise RuntimeError("[enforce fail at inline_container.cc] unexpected pos\nmore detail")
+
+    monkeypatch.setattr(torch, "save", disk_full)
+    with pytest.raises(SystemExit, match=r"could not write checkpoint .*unexpected pos\); ") as exc:
+        save_checkpoint(good, make_state(2))
+    assert "\n" not in str(exc.value)
+    assert load_checkpoint(good, kind=KIND)["step"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["gpt.pt"]
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(SystemExit, match="no checkpoint at .*train first"):
+        load_checkpoint(tmp_path / "nope.pt", kind=KIND)
+
+
+@pytest.mark.parametrize("keep_fraction", [0.0, 0.01, 0.5, 0.99])
+def test_truncated_or_corrupt_file(tmp_path, keep_fraction):
+    path = save_checkpoint(tmp_path / "gpt.pt", make_state(1))
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep_fraction)])
+    with pytest.raises(SystemExit, match="not a readable checkpoint .*delete it") as exc:
+        load_checkpoint(path, kind=KIND)
+    assert "\n" not in str(exc.value)
+
+
+def test_garbage_file(tmp_path):
+    path = tmp_path / "gpt.pt"
+    path.write_bytes(b"this is not a checkpoint" * 50)
+    with pytest.raises(SystemExit, match="not a readable checkpoint"):
+        load_checkpoint(path, kind=KIND)
+
+
+def test_pickled_object_is_refused(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"kind": KIND, "payload": ValueError("arbitrary object")}, path)
+    with pytest.raises(SystemExit, match="not a readable checkpoint"):
+        load_checkpoint(path, kind=KIND)
+
+
+def test_wrong_kind(tmp_path):
+    state = make_state(1) | {"kind": "project3/bert"}
+    path = save_checkpoint(tmp_path / "bert.pt", state)
+    with pytest.raises(SystemExit, match="written by project3/bert, not project1/gpt"):
+        load_checkpoint(path, kind=KIND)
+
+
+def test_not_a_course_checkpoint(tmp_path):
+    path = save_checkpoint(tmp_path / "weights.pt", {"weight": torch.zeros(2)})
+    with pytest.raises(SystemExit, match="not a checkpoint of this course"):
+        load_checkpoint(path, kind=KIND)
+
+
+def save_steps(out_dir, steps):
+    for step in steps:
+        save_checkpoint(
+            checkpoint_path(out_dir, "gpt", step, 10.0 / (step + 1)), {"kind": KIND, "step": step}
+        )
+
+
+def test_latest_uses_step_number_not_text_order(tmp_path):
+    save_steps(tmp_path, [900, 1000, 50])
+    save_checkpoint(checkpoint_path(tmp_path, "bert", 5000, 1.0), {"kind": "project3/bert"})
+    latest = find_checkpoint("latest", tmp_path, "gpt")
+    assert latest.name == "gpt_iter1000_loss0.0100.pt"
+    assert load_checkpoint(latest, kind=KIND)["step"] == 1000
+
+
+def test_latest_without_checkpoints(tmp_path):
+    with pytest.raises(SystemExit, match="no gpt_iter.*train first"):
+        find_checkpoint("latest", tmp_path / "missing", "gpt")
+
+
+def test_explicit_path(tmp_path):
+    save_steps(tmp_path, [10])
+    path = checkpoint_path(tmp_path, "gpt", 10, 10.0 / 11)
+    assert find_checkpoint(str(path), tmp_path, "gpt") == path
+    with pytest.raises(SystemExit, match="no checkpoint at"):
+        find_checkpoint(str(tmp_path / "typo.pt"), tmp_path, "gpt")
+
+
+def test_keep_newest_k(tmp_path):
+    save_steps(tmp_path, [100, 2000, 300, 1000, 20])
+    orphan = tmp_path / ".gpt_iter3000_loss0.0033.pt.abc123.tmp"  # left by a killed save
+    orphan.write_bytes(b"partial")
+    other = checkpoint_path(tmp_path, "bert", 1, 1.0)
+    other.write_bytes(b"another chapter")
+    prune_checkpoints(tmp_path, "gpt", keep=2)
+    remaining = sorted(p.name for p in tmp_path.iterdir())
+    assert remaining == [
+        "bert_iter1_loss1.0000.pt",
+        "gpt_iter1000_loss0.0100.pt",
+        "gpt_iter2000_loss0.0050.pt",
+    ]
+    with pytest.raises(SystemExit, match="keep at least 1"):
+        prune_checkpoints(tmp_path, "gpt", keep=0)
+
+
+def draw_all() -> tuple:
+    return random.random(), np.random.rand(3).tolist(), np.random.randn(), torch.rand(3).tolist()
+
+
+def test_rng_round_trip_through_a_checkpoint(tmp_path):
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+    np.random.randn()  # leaves a cached gaussian in numpy's state, which must survive too
+    path = save_checkpoint(tmp_path / "gpt.pt", {"kind": KIND, "rng": rng_state()})
+    expected = draw_all()
+
+    random.seed(1)
+    np.random.seed(1)
+    torch.manual_seed(1)
+    assert draw_all() != expected
+
+    set_rng_state(load_checkpoint(path, kind=KIND)["rng"])
+    assert draw_all() == expected
+
+
+def test_clean_state_dict_strips_wrapper_prefixes():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    plain = model.state_dict()
+    compiled = {f"_orig_mod.{k}": v for k, v in plain.items()}
+    ddp_of_compiled = {f"module._orig_mod.{k}": v for k, v in plain.items()}
+    for wrapped in (plain, compiled, ddp_of_compiled):
+        cleaned = clean_state_dict(wrapped)
+        assert list(cleaned) == ["0.weight", "0.bias"]
+        torch.nn.Sequential(torch.nn.Linear(2, 2)).load_state_dict(cleaned)
+
+
+def test_clean_state_dict_keeps_a_submodule_named_module():
+    sd = {"module.weight": torch.zeros(1), "head.weight": torch.zeros(1)}
+    assert clean_state_dict(sd) == sd
+
+
+def test_check_compatible():
+    saved = {"N_LAYER": 12, "N_EMBD": 768, "LEARNING_RATE": 3e-4}
+    check_compatible(saved, saved | {"LEARNING_RATE": 1e-4}, ["N_LAYER", "N_EMBD"])
+    with pytest.raises(SystemExit, match=r"N_LAYER 12 -> 6.*resume with --N_LAYER=12 or start a new run"):
+        check_compatible(saved, saved | {"N_LAYER": 6}, ["N_LAYER", "N_EMBD"])
+
+
+def test_cuda_states_restore_on_a_machine_with_fewer_gpus(monkeypatch):
+    """No GPU here, so stand in for torch.cuda: two saved GPU states, one GPU now."""
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(
+        torch.cuda, "get_rng_state_all", lambda: [torch.full((16,), i, dtype=torch.uint8) for i in (1, 2)]
+    )
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", restored.extend)
+    state = rng_state()
+    assert len(state["cuda"]) == 2
+    set_rng_state(state)
+    assert len(restored) == 1 and torch.equal(restored[0], torch.full((16,), 1, dtype=torch.uint8))
