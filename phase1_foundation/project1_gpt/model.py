@@ -1,0 +1,312 @@
+"""GPT-1 (Radford et al. 2018, "Improving Language Understanding by Generative Pre-Training"), as published.
+
+A stack of decoder blocks over learned token and position embeddings; the output head reuses the token
+embedding matrix. Each block normalises *after* its residual additions (post-LN), and there is no final
+LayerNorm: the last block already ends in one. GPT-2 later moved the norm to the input of each sub-block
+(pre-LN) and added a final LayerNorm; `GPTConfig.pre_ln` makes that change on this model so you can see why.
+
+Read top to bottom: GPTConfig -> CausalSelfAttention -> MLP -> Block -> GPT -> loading released weights.
+Shapes: B batch, T sequence length, C = n_embd, nh = n_head, hs = C // nh head size, V vocabulary size.
+"""
+
+import json
+import math
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from torch import Tensor
+from torch.nn import functional as F
+
+
+@dataclass
+class GPTConfig:
+    """The defaults are the paper's model; only the vocabulary depends on the tokenizer you train."""
+
+    vocab_size: int  # PAPER: GPT-1 §4.1 (BPE, 40,000 merges; the released vocabulary has 40,478 tokens)
+    block_size: int = 512  # PAPER: GPT-1 §4.1 (contiguous sequences of 512 tokens)
+    n_layer: int = 12  # PAPER: GPT-1 §4.1 (12-layer decoder-only transformer)
+    n_head: int = 12  # PAPER: GPT-1 §4.1 (12 masked self-attention heads)
+    n_embd: int = 768  # PAPER: GPT-1 §4.1 (768-dimensional states; the MLP's inner size is 4 * 768 = 3072)
+    dropout: float = 0.1  # PAPER: GPT-1 §4.1 (dropout 0.1 on embeddings, attention and residuals)
+    pre_ln: bool = False  # False: GPT-1's post-LN. True: GPT-2's pre-LN plus a final LayerNorm (exercise)
+    fast_attention: bool = True  # False: the explicit masked softmax you can read; same numbers, slower
+
+    def __post_init__(self):
+        if self.n_embd % self.n_head:
+            raise SystemExit(
+                f"error: n_embd ({self.n_embd}) is not divisible by n_head ({self.n_head}); "
+                "choose sizes where every head gets n_embd / n_head dimensions"
+            )
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention in which position t sees only positions 0..t.
+
+    The causal mask is the one thing that stops a decoder from reading the token it is asked to predict
+    (a decoder-only model has no encoder and no cross-attention). Two paths compute the same function:
+    the explicit one builds the (T, T) score matrix and hides the future with a lower-triangular mask,
+    which is what to read; the fast one asks PyTorch's fused kernel for the same thing (is_causal=True)
+    without storing the matrix, which is what to run.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.n_head = config.n_head
+        self.dropout = config.dropout
+        self.fast = config.fast_attention
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # queries, keys, values of all heads at once
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        if not self.fast:
+            # mask[i, j] is True where query i may look at key j, i.e. j <= i. Not saved in checkpoints:
+            # it is a function of block_size, not something learned.
+            ones = torch.ones(config.block_size, config.block_size, dtype=torch.bool)
+            self.register_buffer("mask", torch.tril(ones), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        if self.fast:
+            dropout_p = self.dropout if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)  # (B, nh, T, hs)
+        else:
+            # Dividing by sqrt(hs) keeps the scores' variance near 1, so softmax does not saturate.
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))  # (B, nh, T, T)
+            att = att.masked_fill(~self.mask[:T, :T], float("-inf"))  # the future gets weight exp(-inf) = 0
+            att = self.attn_dropout(F.softmax(att, dim=-1))  # each row sums to 1 over positions <= t
+            y = att @ v  # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again: (B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+    """The position-wise feed-forward network: every token is transformed on its own, 4x wider inside."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+        # PAPER: GPT-1 §4.1 (GELU); the released code uses the tanh approximation, and its weights expect it.
+        self.gelu = nn.GELU(approximate="tanh")
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))  # (B, T, C) -> (B, T, 4C) -> (B, T, C)
+
+
+class Block(nn.Module):
+    """One decoder block: attention lets tokens read each other, then the MLP works on each token alone.
+
+    GPT-1 normalises the sum after each residual addition (post-LN, as in the original Transformer). Every
+    gradient then flows through 2 * n_layer LayerNorms on its way down, which makes deep post-LN stacks
+    depend on learning-rate warmup and go unstable as they grow. GPT-2 normalises the input of each sub-block
+    instead (pre-LN): the residual path x -> x + f(x) is then a plain sum from the embedding to the output.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.pre_ln = config.pre_ln
+        self.ln_1 = nn.LayerNorm(config.n_embd)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd)
+        self.mlp = MLP(config)
+
+    def forward(self, x: Tensor) -> Tensor:  # (B, T, C) -> (B, T, C)
+        if self.pre_ln:  # GPT-2
+            x = x + self.attn(self.ln_1(x))
+            x = x + self.mlp(self.ln_2(x))
+        else:  # GPT-1 (openai/finetune-transformer-lm): n = LN(x + attn(x)); h = LN(n + mlp(n))
+            x = self.ln_1(x + self.attn(x))
+            x = self.ln_2(x + self.mlp(x))
+        return x
+
+
+class GPT(nn.Module):
+    """The language model: token ids (B, T) -> next-token logits (B, T, V)."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)  # token embedding
+        self.wpe = nn.Embedding(config.block_size, config.n_embd)  # PAPER: GPT-1 §4.1 (learned positions)
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        # A post-LN stack already ends in a LayerNorm, so GPT-1 has no final one. A pre-LN stack ends in a raw
+        # residual sum whose scale grows with depth; GPT-2 added a final LayerNorm for it, and so does pre_ln=True.
+        self.ln_f = nn.LayerNorm(config.n_embd) if config.pre_ln else nn.Identity()
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        # Tied head: the score of token v is the dot product of the final state with v's own embedding, and
+        # the V x C matrix is stored and learned once.
+        self.lm_head.weight = self.wte.weight
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        # PAPER: GPT-1 §4.1 ("a simple weight initialization of N(0, 0.02) was sufficient"); biases start at
+        # zero and LayerNorms at the identity (PyTorch's default for them).
+        if isinstance(module, nn.Linear | nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def hidden_states(self, idx: Tensor) -> Tensor:
+        """Final states (B, T, C) before the head; fine-tuning heads read them (e.g. at the extract token)."""
+        B, T = idx.shape
+        if T > self.config.block_size:
+            raise ValueError(f"sequence of {T} tokens is longer than block_size {self.config.block_size}")
+        pos = torch.arange(T, device=idx.device)  # (T,)
+        x = self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, C) + (T, C) broadcast -> (B, T, C)
+        for block in self.blocks:
+            x = block(x)  # (B, T, C)
+        return self.ln_f(x)  # (B, T, C); the identity unless pre_ln
+
+    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """Logits (B, T, V) for the token after each position, and with targets (B, T) the mean cross-entropy.
+
+        Targets equal to -100 (PyTorch's ignore_index) are left out of the mean.
+        """
+        logits = self.lm_head(self.hidden_states(idx))  # (B, T, V)
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())  # (B*T, V) against (B*T,)
+        return logits, loss
+
+    def num_parameters(self, non_embedding: bool = False) -> int:
+        """Parameter count. parameters() yields a shared tensor once, so a tied head is counted once.
+
+        non_embedding=True gives Kaplan et al.'s N: without the token and position tables, and without the
+        head's matrix when it is a separate one (subtracting only the Embedding modules would count an untied
+        head as "non-embedding" compute).
+        """
+        params = {id(p): p for p in self.parameters()}
+        if non_embedding:
+            for p in (self.wte.weight, self.wpe.weight, self.lm_head.weight):
+                params.pop(id(p), None)
+        return sum(p.numel() for p in params.values())
+
+    def flops_per_token(self) -> float:
+        """Training FLOPs per token, as Kaplan et al. 2020 (Table 1) count them, plus the output head.
+
+        The forward pass costs 2 FLOPs (multiply, add) per non-embedding weight, plus the attention scores
+        against a full context (2 * n_layer * n_ctx * d_model); the backward pass costs twice the forward.
+        Kaplan leave out the head's V x C matmul, negligible at their sizes; for a small model with a large
+        vocabulary it is a big share of the work, and MFU should count work actually done.
+        """
+        c = self.config
+        matmul_weights = self.num_parameters(non_embedding=True) + c.vocab_size * c.n_embd
+        return 6 * matmul_weights + 6 * c.n_layer * c.block_size * c.n_embd
+
+    @torch.no_grad()
+    def generate(
+        self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None
+    ) -> Tensor:
+        """Append max_new_tokens sampled tokens to idx (B, T), one at a time, feeding each back in.
+
+        The model knows block_size positions, so it sees the last block_size tokens. temperature < 1 sharpens
+        the distribution and > 1 flattens it; top_k keeps only the k likeliest tokens (top_k=1 is greedy).
+        Call model.eval() first, or dropout perturbs every step.
+        """
+        for _ in range(max_new_tokens):
+            context = idx[:, -self.config.block_size :]  # (B, <= block_size)
+            logits = self.lm_head(self.hidden_states(context)[:, -1]) / temperature  # (B, V), last position only
+            if top_k is not None:
+                kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]  # (B, 1)
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)  # (B, 1)
+            idx = torch.cat((idx, next_id), dim=1)  # (B, T + 1)
+        return idx
+
+    @classmethod
+    def from_hf(cls, folder: str | Path) -> "GPT":
+        """Load an OpenAI GPT model saved in the Hugging Face transformers layout (e.g. OpenAI's released GPT-1).
+
+        The folder holds config.json and model.safetensors or pytorch_model.bin, as written by
+        OpenAIGPTLMHeadModel.save_pretrained. Anything else ends the program with one line saying what is wrong.
+        """
+        folder = Path(folder)
+        hf = _read_hf_config(folder)
+        config = GPTConfig(
+            vocab_size=hf["vocab_size"],
+            block_size=hf["n_positions"],
+            n_layer=hf["n_layer"],
+            n_head=hf["n_head"],
+            n_embd=hf["n_embd"],
+            dropout=hf.get("resid_pdrop", 0.1),  # the released model uses 0.1 for all three dropouts
+        )
+        model = cls(config)
+        weights = _read_hf_weights(folder)
+        with torch.no_grad():
+            for name, param in model.named_parameters():  # yields the tied head once, as wte.weight
+                param.copy_(_hf_tensor(weights, name, param.shape, folder))
+        return model
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Loading released weights. transformers names the modules as OpenAI's code did: tokens_embed, positions_embed,
+# h.{i}.attn.c_attn ... The block's linear layers are OpenAI's "Conv1D", which stores its weight as (in, out);
+# nn.Linear stores (out, in), so those four weights are transposed. Everything else maps one to one.
+
+_HF_PREFIXES = {"wte.": "tokens_embed.", "wpe.": "positions_embed.", "blocks.": "h."}
+_CONV1D_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+_HF_HINT = "expected a folder written by OpenAIGPTLMHeadModel.save_pretrained (config.json + model.safetensors)"
+
+
+def _read_hf_config(folder: Path) -> dict:
+    path = folder / "config.json"
+    if not folder.is_dir():
+        raise SystemExit(f"error: {folder} is not a folder; {_HF_HINT}")
+    if not path.is_file():
+        raise SystemExit(f"error: no config.json in {folder}; {_HF_HINT}")
+    try:
+        hf = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SystemExit(f"error: {path} is not valid JSON ({e}); download the model again") from None
+    if hf.get("model_type") != "openai-gpt":
+        raise SystemExit(f"error: {folder} holds a {hf.get('model_type')!r} model, not 'openai-gpt' (GPT-1)")
+    # Our blocks implement GELU (transformers' "gelu" here is the tanh form), LayerNorm eps 1e-5 and a tied head.
+    if hf.get("afn", "gelu") != "gelu" or hf.get("layer_norm_epsilon", 1e-5) != 1e-5:
+        raise SystemExit(f"error: {path} asks for afn={hf.get('afn')!r}, eps={hf.get('layer_norm_epsilon')}; "
+                         "this GPT-1 supports only afn='gelu' and layer_norm_epsilon=1e-5")
+    if not hf.get("tie_word_embeddings", True):
+        raise SystemExit(f"error: {path} has an untied output head; GPT-1 ties it to the token embedding")
+    return hf
+
+
+def _read_hf_weights(folder: Path) -> dict[str, Tensor]:
+    path = folder / "model.safetensors"
+    if not path.is_file():
+        path = folder / "pytorch_model.bin"
+    if not path.is_file():
+        raise SystemExit(f"error: no model.safetensors or pytorch_model.bin in {folder}; {_HF_HINT}")
+    try:
+        if path.suffix == ".safetensors":
+            weights = load_file(path)
+        else:  # weights_only: a .bin is a pickle, and a pickle from the internet could run code when loaded
+            weights = torch.load(path, map_location="cpu", weights_only=True)
+    except (SafetensorError, RuntimeError, pickle.UnpicklingError, EOFError):
+        raise SystemExit(f"error: cannot read the weights in {path} (truncated or not a weights file); "
+                         "download the model again") from None
+    # OpenAIGPTLMHeadModel prefixes "transformer."; a bare OpenAIGPTModel (and the original upload) does not.
+    return {name.removeprefix("transformer."): tensor for name, tensor in weights.items()}
+
+
+def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder: Path) -> Tensor:
+    """The tensor transformers stores for our parameter `name`, in our layout."""
+    prefix = next(p for p in _HF_PREFIXES if name.startswith(p))
+    hf_name = _HF_PREFIXES[prefix] + name.removeprefix(prefix)
+    if hf_name not in weights:
+        raise SystemExit(f"error: {folder} has no tensor {hf_name!r}; it is not a complete OpenAI GPT checkpoint")
+    tensor = weights[hf_name].t() if name.endswith(_CONV1D_WEIGHTS) else weights[hf_name]
+    if tensor.shape != shape:
+        raise SystemExit(f"error: {hf_name!r} in {folder} has shape {tuple(tensor.shape)}, config.json implies "
+                         f"{tuple(shape)}; the folder mixes files from different models")
+    return tensor
