@@ -308,6 +308,15 @@ def prepare_corpus(name: str, data_dir: Path, text_file: str | None = None) -> C
                      "or give your own text with --TEXT_FILE=path")
 
 
+def open_corpus(path: Path) -> Corpus:
+    """A corpus prepared earlier, from its cache file (as recorded in a prepared dataset's meta.json)."""
+    path = Path(path)
+    stats_path = path.with_suffix(".json")
+    if not (path.exists() and stats_path.exists()):
+        raise SystemExit(f"error: the corpus cache {path} is gone; run download_data.py again to rebuild it")
+    return Corpus(path=path, **json.loads(stats_path.read_text(encoding="utf-8")))
+
+
 def _downloaded_documents(source: Source, data_dir: Path) -> Iterator[str]:
     downloads = data_dir / "downloads"
     path = download(source.url, downloads / source.filename, size=source.size, sha256=source.sha256)
@@ -320,9 +329,8 @@ def _cached(name: str, slug: str, data_dir: Path, documents: Callable[[], Iterab
             origin: str) -> Corpus:
     """The corpus from its cache; on the first call, build the cache from `documents()`."""
     path = data_dir / "corpora" / f"{slug}.jsonl"
-    stats_path = path.with_suffix(".json")
-    if path.exists() and stats_path.exists():
-        return Corpus(path=path, **json.loads(stats_path.read_text(encoding="utf-8")))
+    if path.exists() and path.with_suffix(".json").exists():
+        return open_corpus(path)
     print(f"preparing corpus {name} ({origin}) ...")
     return _write_cache(documents(), path, name, unit, origin)
 

@@ -12,7 +12,6 @@ two .bin files are complete.
 
 import json
 import os
-import random
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -97,15 +96,17 @@ def write_token_files(
     *,
     val_fraction: float = 0.1,
     separator_id: int | None,
-    seed: int = 1337,
     extra_meta: dict | None = None,
     chunk_tokens: int = CHUNK_TOKENS,
 ) -> dict:
     """Encode `documents` into out_dir/train.bin, val.bin and meta.json; return the meta dict.
 
-    Each document goes to val with probability `val_fraction`, decided by a generator seeded with `seed`, so
-    the same corpus and seed always give the same split, and no document is cut in two: val text is text the
-    model never saw, not the other half of a page it trained on. Documents are streamed and tokens written in
+    A document goes to val whenever it fits in val's share so far (val tokens <= val_fraction of all tokens),
+    so val gets its fraction to within one document, spread evenly through the corpus, and no document is cut
+    in two: val text is text the model never saw, not the other half of a page it trained on. (A coin flip
+    per document would do the same on average, but on a corpus of a hundred articles it can hand val a single
+    short one.) meta.json lists the val documents' indices, so a later task (fine-tuning questions, say) can
+    be built from the same held-out documents. Documents are streamed and tokens written in
     chunks, so memory holds one document and one chunk, whatever the corpus size. Files are written under
     temporary names and renamed only at the end: an interrupted run leaves the previous files as they were.
     """
@@ -114,14 +115,19 @@ def write_token_files(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     dtype = token_dtype(tokenizer.vocab_size)
-    assign = random.Random(seed)  # its own generator: the split must not depend on what else draws numbers
     tmp = {split: out_dir / f"{split}.bin.tmp" for split in SPLITS}
     try:
         with _TokenWriter(tmp["train"], chunk_tokens) as train, _TokenWriter(tmp["val"], chunk_tokens) as val:
-            n_documents = 0
+            n_documents, seen, val_seen, val_documents = 0, 0, 0, []
             for text in tqdm(documents, desc="encoding", unit=" documents", disable=None):
                 ids = tokenizer.encode(text) + ([] if separator_id is None else [separator_id])
-                (val if assign.random() < val_fraction else train).append(np.asarray(ids, dtype=dtype))
+                seen += len(ids)
+                if val_seen + len(ids) <= val_fraction * seen:
+                    val.append(np.asarray(ids, dtype=dtype))
+                    val_seen += len(ids)
+                    val_documents.append(n_documents)
+                else:
+                    train.append(np.asarray(ids, dtype=dtype))
                 n_documents += 1
         counts = _ensure_both_splits(tmp, val_fraction, dtype, chunk_tokens)
         meta = {
@@ -131,7 +137,7 @@ def write_token_files(
             "val_tokens": counts["val"],
             "documents": n_documents,
             "val_fraction": val_fraction,
-            "seed": seed,
+            "val_documents": val_documents,
             **(extra_meta or {}),
         }
         (out_dir / "meta.json").unlink(missing_ok=True)  # from here on, no meta.json = not finished

@@ -16,6 +16,7 @@ from common.corpora import (
     corpus_names,
     gutenberg_chapters,
     network_available,
+    open_corpus,
     prepare_corpus,
     split_paragraphs,
     split_sentences,
@@ -401,3 +402,12 @@ def test_network_available(monkeypatch):
     assert network_available() is True
     monkeypatch.setattr(socket, "create_connection", refuse)
     assert network_available(timeout=0.1) is False
+
+
+def test_open_corpus_reads_a_prepared_cache(tmp_path):
+    prepared = prepare_corpus("wiki-sample", tmp_path)
+    reopened = open_corpus(prepared.path)
+    assert reopened == prepared
+    assert next(reopened.iter_documents()) == next(prepared.iter_documents())
+    with pytest.raises(SystemExit, match="run download_data.py again"):
+        open_corpus(tmp_path / "corpora" / "gone.jsonl")

@@ -42,17 +42,18 @@ def file_bytes(folder) -> dict[str, bytes]:
 def test_documents_go_whole_to_one_split(tmp_path):
     docs = make_documents(300)
     tok = char_tokenizer(docs)
-    meta = write_token_files(docs, tok, tmp_path, val_fraction=0.1, separator_id=EOT, seed=3, extra_meta={"corpus": "x"})
+    meta = write_token_files(docs, tok, tmp_path, val_fraction=0.1, separator_id=EOT, extra_meta={"corpus": "x"})
 
     train, val = load_tokens(tmp_path, "train"), load_tokens(tmp_path, "val")
     train_docs, val_docs = split_documents(train, tok), split_documents(val, tok)
     assert sorted(train_docs + val_docs) == sorted(docs)  # every document once, in one piece
-    assert 10 <= len(val_docs) <= 50  # about 10% of 300
+    assert 0.09 <= len(val) / (len(train) + len(val)) <= 0.1  # val's share, to within one document
+    assert sorted(val_docs) == sorted(docs[i] for i in meta["val_documents"])
     assert train.dtype == np.uint16 and val.dtype == np.uint16
     assert meta == read_meta(tmp_path)
     assert meta == {
         "dtype": "uint16", "vocab_size": tok.vocab_size, "train_tokens": len(train), "val_tokens": len(val),
-        "documents": 300, "val_fraction": 0.1, "seed": 3, "corpus": "x",
+        "documents": 300, "val_fraction": 0.1, "val_documents": meta["val_documents"], "corpus": "x",
     }
     assert sorted(p.name for p in tmp_path.iterdir()) == ["meta.json", "train.bin", "val.bin"]
 
@@ -65,13 +66,21 @@ def test_without_separator_documents_are_concatenated(tmp_path):
     assert set(tok.decode(load_tokens(tmp_path, "train"))) <= set("abcdef")
 
 
-def test_split_depends_only_on_the_seed(tmp_path):
+def test_split_is_deterministic_and_spread_through_the_corpus(tmp_path):
     docs = make_documents(200)
     tok = char_tokenizer(docs)
-    for name, seed in [("a", 1), ("b", 1), ("c", 2)]:
-        write_token_files(iter(docs), tok, tmp_path / name, separator_id=EOT, seed=seed)
+    metas = [write_token_files(iter(docs), tok, tmp_path / name, separator_id=EOT) for name in "ab"]
     assert file_bytes(tmp_path / "a") == file_bytes(tmp_path / "b")
-    assert file_bytes(tmp_path / "a")["val.bin"] != file_bytes(tmp_path / "c")["val.bin"]
+    val_documents = metas[0]["val_documents"]
+    assert val_documents[0] < 40 and val_documents[-1] > 160  # not all from one end
+
+
+def test_few_long_documents_still_give_val_its_share(tmp_path):
+    docs = [("word " * (50 + 37 * (i % 5))).strip() for i in range(30)]  # 30 documents of uneven length
+    tok = char_tokenizer(docs)
+    meta = write_token_files(docs, tok, tmp_path, val_fraction=0.1, separator_id=EOT)
+    share = meta["val_tokens"] / (meta["train_tokens"] + meta["val_tokens"])
+    assert 0.05 < share <= 0.1
 
 
 def test_dtype_follows_the_vocabulary_size(tmp_path):
@@ -142,7 +151,7 @@ def test_interrupted_run_keeps_the_previous_files(tmp_path):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        write_token_files(failing(), tok, tmp_path, separator_id=EOT, seed=7, chunk_tokens=8)
+        write_token_files(failing(), tok, tmp_path, separator_id=EOT, chunk_tokens=8)
     assert file_bytes(tmp_path) == before  # same files, and no temporary ones left behind
 
 

@@ -1,0 +1,225 @@
+"""Fine-tune GPT-1 on a multiple-choice task with the paper's input transformations (§3.3), and measure the
+paper's central claim: pre-training helps.
+
+    uv run python phase1_foundation/project1_gpt/finetune.py                      # uses the newest checkpoint
+    uv run python phase1_foundation/project1_gpt/finetune.py --FT_LM_WEIGHT=0     # exercise 4: no auxiliary LM loss
+
+The task is built from the corpus itself, in the spirit of the Story Cloze Test the paper fine-tunes on: a few
+consecutive sentences of a document, then the true next sentence among candidates taken from other documents.
+Each candidate becomes one sequence `<|start|> context <|delim|> candidate <|extract|>`; a linear layer reads the
+final state at <|extract|> and a softmax over the candidates picks one. Three numbers come out, on questions
+from documents held out of pre-training:
+  zero-shot    the pre-trained LM alone: the candidate it finds most likely as a continuation
+  pre-trained  the pre-trained model fine-tuned on the task (loss = task + FT_LM_WEIGHT * LM, §3.2)
+  scratch      the same architecture fine-tuned from random weights, same data, same budget
+"""
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from common.config import load_config
+from common.corpora import open_corpus, split_paragraphs, split_sentences
+from common.device import autocast, describe, seed_everything
+from common.metrics import progress
+from common.optim import adamw, set_lr, warmup_linear
+from common.tokens import read_meta
+from phase1_foundation.project1_gpt import config
+from phase1_foundation.project1_gpt.model import GPT, GPTConfig
+from phase1_foundation.project1_gpt.sample import load_model
+
+
+@dataclass
+class Question:
+    context: str
+    candidates: list[str]
+    answer: int  # index of the true continuation in candidates
+
+
+# --- the task -------------------------------------------------------------------------------------------------
+
+def document_sentences(corpus_path: Path, held_out: set[int], want_held_out: bool) -> list[list[str]]:
+    """Sentences of each document on one side of pre-training's train/val split."""
+    documents = []
+    for index, text in enumerate(open_corpus(corpus_path).iter_documents()):
+        if (index in held_out) == want_held_out:
+            documents.append([s for p in split_paragraphs(text) for s in split_sentences(p.replace("\n", " "))])
+    return documents
+
+
+def build_questions(documents: list[list[str]], n: int, n_context: int, n_choices: int, seed: int) -> list[Question]:
+    """Up to n questions from non-overlapping windows of n_context + 1 sentences; wrong candidates from other
+    documents, so a wrong candidate is never the true continuation."""
+    rng = random.Random(seed)
+    windows = [(d, i) for d, sentences in enumerate(documents)
+               for i in range(0, len(sentences) - n_context, n_context + 1)]
+    rng.shuffle(windows)
+    if len(documents) < 2 or not windows:
+        raise SystemExit("error: too few documents or sentences to build questions; use a bigger corpus")
+    questions = []
+    for d, i in windows[:n]:
+        context, ending = " ".join(documents[d][i : i + n_context]), documents[d][i + n_context]
+        others = [rng.choice(documents[o]) for o in rng.choices(
+            [o for o in range(len(documents)) if o != d and documents[o]], k=n_choices - 1)]
+        candidates = [ending, *others]
+        rng.shuffle(candidates)
+        questions.append(Question(context, candidates, candidates.index(ending)))
+    return questions
+
+
+def encode(questions: list[Question], tokenizer, block_size: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Token ids (N, K, T) of `<|start|> context <|delim|> candidate <|extract|>`, padded at the end; the position
+    of each <|extract|> (N, K); the answers (N,). The context is cut from the left when a sequence is too long."""
+    start, delim, extract = (tokenizer.token_to_id(t) for t in ("<|start|>", "<|delim|>", "<|extract|>"))
+    sequences = []
+    for q in questions:
+        context = tokenizer.encode(q.context)
+        for candidate in q.candidates:
+            ending = tokenizer.encode(" " + candidate)[: block_size // 2]
+            room = block_size - len(ending) - 3
+            sequences.append([start, *context[-room:], delim, *ending, extract])
+    T = max(map(len, sequences))
+    ids = torch.zeros(len(sequences), T, dtype=torch.long)  # padding after <|extract|> is never attended to:
+    for row, seq in zip(ids, sequences, strict=True):  # the mask is causal
+        row[: len(seq)] = torch.tensor(seq)
+    extract_at = torch.tensor([len(seq) - 1 for seq in sequences])
+    K = len(questions[0].candidates)
+    return ids.view(-1, K, T), extract_at.view(-1, K), torch.tensor([q.answer for q in questions])
+
+
+# --- the model: GPT-1 plus one linear layer ------------------------------------------------------------------
+
+class MultipleChoiceGPT(nn.Module):
+    """Scores each candidate sequence with a linear layer on its final <|extract|> state (§3.3, Fig. 1)."""
+
+    def __init__(self, gpt: GPT, dropout: float):
+        super().__init__()
+        self.gpt = gpt
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(gpt.config.n_embd, 1)
+
+    def forward(self, ids: Tensor, extract_at: Tensor) -> tuple[Tensor, Tensor]:
+        """Candidate scores (B, K) and the LM's logits (B*K, T, V) for the auxiliary loss."""
+        B, K, T = ids.shape
+        h = self.gpt.hidden_states(ids.view(B * K, T))  # (B*K, T, C)
+        last = h[torch.arange(B * K), extract_at.view(-1)]  # (B*K, C): the state at each <|extract|>
+        scores = self.head(self.dropout(last)).view(B, K)  # (B, K)
+        return scores, self.gpt.lm_head(h)
+
+
+def lm_loss(logits: Tensor, ids: Tensor, extract_at: Tensor) -> Tensor:
+    """Next-token loss over each sequence up to its <|extract|> token (the padding after it is ignored)."""
+    targets = ids.view(-1, ids.size(-1))[:, 1:].clone()  # (B*K, T-1)
+    positions = torch.arange(targets.size(1), device=ids.device)
+    targets[positions >= extract_at.view(-1, 1)] = -100  # nothing to predict after <|extract|>
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1), targets.flatten())
+
+
+# --- training and scoring ---------------------------------------------------------------------------------------
+
+def finetune(model: MultipleChoiceGPT, data, cfg, device: torch.device, desc: str) -> None:
+    """The paper's recipe: AdamW, linear warmup over 0.2% of the steps then linear decay, L2 + lambda * L1."""
+    ids, extract_at, answers = data
+    steps_per_epoch = -(-len(answers) // cfg.FT_BATCH_SIZE)
+    total = cfg.FT_EPOCHS * steps_per_epoch
+    optimizer = adamw(model, cfg.FT_LEARNING_RATE, cfg.WEIGHT_DECAY, cfg.BETAS, device)
+    generator = torch.Generator().manual_seed(cfg.SEED)
+    bar = progress(total, desc=desc)
+    model.train()
+    for step in range(total):
+        if step % steps_per_epoch == 0:
+            order = torch.randperm(len(answers), generator=generator)
+        batch = order[(step % steps_per_epoch) * cfg.FT_BATCH_SIZE :][: cfg.FT_BATCH_SIZE]
+        x, e, y = ids[batch].to(device), extract_at[batch].to(device), answers[batch].to(device)
+        set_lr(optimizer, warmup_linear(step, peak_lr=cfg.FT_LEARNING_RATE,
+                                        warmup_steps=max(1, round(cfg.FT_WARMUP_RATIO * total)), total_steps=total))
+        with autocast(device):
+            scores, logits = model(x, e)
+            task = F.cross_entropy(scores, y)
+            loss = task + cfg.FT_LM_WEIGHT * lm_loss(logits, x, e) if cfg.FT_LM_WEIGHT else task
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        bar.set_postfix(task_loss=f"{task.item():.3f}")
+        bar.update()
+    bar.close()
+
+
+@torch.no_grad()
+def accuracy(model: MultipleChoiceGPT, data, cfg, device: torch.device) -> float:
+    ids, extract_at, answers = data
+    model.eval()
+    correct = 0
+    for start in range(0, len(answers), cfg.FT_BATCH_SIZE):
+        x, e = ids[start : start + cfg.FT_BATCH_SIZE].to(device), extract_at[start : start + cfg.FT_BATCH_SIZE]
+        with autocast(device):
+            scores, _ = model(x, e.to(device))
+        correct += (scores.argmax(-1).cpu() == answers[start : start + cfg.FT_BATCH_SIZE]).sum().item()
+    return correct / len(answers)
+
+
+@torch.no_grad()
+def zero_shot_accuracy(gpt: GPT, questions: list[Question], tokenizer, device: torch.device) -> float:
+    """Pick the candidate with the highest mean log-probability per token after the context (plain text, no
+    special tokens: the pre-trained LM never saw them)."""
+    gpt.eval()
+    correct = 0
+    for q in questions:
+        context = tokenizer.encode(q.context)
+        scores = []
+        for candidate in q.candidates:
+            ending = tokenizer.encode(" " + candidate)[: gpt.config.block_size // 2]  # as in encode()
+            ids = torch.tensor([(context + ending)[-gpt.config.block_size - 1 :]], device=device)  # (1, L)
+            logits, _ = gpt(ids[:, :-1])  # (1, L-1, V)
+            log_probs = F.log_softmax(logits.float(), dim=-1)[0, -len(ending) :]  # predictions of the ending
+            targets = ids[0, -len(ending) :]
+            scores.append(log_probs.gather(1, targets[:, None]).mean().item())
+        correct += max(range(len(scores)), key=scores.__getitem__) == q.answer
+    return correct / len(questions)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    cfg = load_config(config, argv)
+    device = torch.device(cfg.DEVICE)
+    print(f"device: {describe(device)}")
+    pretrained, tokenizer, state = load_model(cfg, device)
+    meta = read_meta(Path(state["tokenizer"]))
+    held_out = set(meta["val_documents"])
+    train_docs = document_sentences(Path(meta["corpus_path"]), held_out, want_held_out=False)
+    val_docs = document_sentences(Path(meta["corpus_path"]), held_out, want_held_out=True)
+    block = pretrained.config.block_size
+    args = (cfg.FT_CONTEXT_SENTENCES, cfg.FT_CHOICES, cfg.SEED)
+    train_q = build_questions(train_docs, cfg.FT_TRAIN_QUESTIONS, *args)
+    val_q = build_questions(val_docs, cfg.FT_VAL_QUESTIONS, *args)
+    train_data, val_data = encode(train_q, tokenizer, block), encode(val_q, tokenizer, block)
+    print(f"task: {len(train_q)} training and {len(val_q)} held-out questions, {cfg.FT_CHOICES} candidates each "
+          f"(chance {1 / cfg.FT_CHOICES:.0%})")
+
+    results = {"chance": 1 / cfg.FT_CHOICES, "zero_shot": zero_shot_accuracy(pretrained, val_q, tokenizer, device)}
+    print(f"zero-shot accuracy: {results['zero_shot']:.1%}")
+    for name in ("pretrained", "scratch"):
+        seed_everything(cfg.SEED)
+        gpt = pretrained if name == "pretrained" else GPT(GPTConfig(**state["model_config"])).to(device)
+        model = MultipleChoiceGPT(gpt, cfg.FT_CLF_DROPOUT).to(device)
+        finetune(model, train_data, cfg, device, desc=f"fine-tune ({name})")
+        results[name] = accuracy(model, val_data, cfg, device)
+        print(f"fine-tuned from {name}: {results[name]:.1%}")
+
+    se = (0.25 / len(val_q)) ** 0.5  # the largest standard error of an accuracy on this many questions
+    print(f"\n{'held-out accuracy':<24}{len(val_q)} questions, standard error <= {se:.1%}")
+    for name, label in [("chance", "chance"), ("zero_shot", "zero-shot (LM only)"),
+                        ("scratch", "fine-tuned from scratch"), ("pretrained", "fine-tuned, pre-trained")]:
+        print(f"  {label:<26}{results[name]:.1%}")
+    path = Path(cfg.OUT_DIR) / "finetune_results.json"
+    path.write_text(json.dumps({**results, "questions": len(val_q)}, indent=1), encoding="utf-8")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""The chapter's commands, end to end at a tiny size: prepare, train, resume, sample, fine-tune."""
+
+import json
+
+import pytest
+
+from common.tokens import read_meta
+from phase1_foundation.project1_gpt import download_data, finetune, sample, train
+
+
+def losses(out_dir):
+    lines = (out_dir / "metrics.jsonl").read_text().splitlines()
+    return [(r["step"], r["train_loss"], r.get("val_loss")) for r in map(json.loads, lines)]
+
+
+def test_download_data_prepares_tokenizer_and_token_files(tiny, corpus_file):
+    prepared = download_data.main(tiny)
+    meta = read_meta(prepared)
+    assert (prepared / "tokenizer.model").exists() and meta["train_tokens"] > 10 * meta["val_tokens"] > 0
+    assert meta["corpus"] == "file:articles" and meta["val_documents"]
+    assert download_data.main(tiny) == prepared  # prepared once, then reused
+
+
+def test_train_writes_checkpoints_curve_and_summary(tiny, tmp_path):
+    summary = train.main([*tiny, f"--OUT_DIR={tmp_path}"])
+    names = sorted(p.name for p in tmp_path.glob("gpt_iter*.pt"))
+    assert len(names) == 2 and names[1].startswith("gpt_iter20_loss")
+    assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [step for step, _, _ in losses(tmp_path)] == list(range(1, 21))
+    assert summary["val_loss"] < 6.3 > summary["unigram_loss"] - 1  # ln(512) = 6.24: it moved off uniform
+
+
+class InterruptAt:
+    """Stands in for GracefulInterrupt: reports a Ctrl-C once the loop has finished `step` steps."""
+
+    def __init__(self, step):
+        self.step, self.checks = step, 0
+
+    def __call__(self):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @property
+    def requested(self):
+        self.checks += 1
+        return self.checks >= self.step
+
+
+def test_ctrl_c_then_resume_continues_the_same_run_bit_for_bit(tiny, tmp_path, monkeypatch, capsys):
+    uninterrupted, interrupted = tmp_path / "a", tmp_path / "b"
+    train.main([*tiny, f"--OUT_DIR={uninterrupted}"])
+
+    monkeypatch.setattr(train, "GracefulInterrupt", InterruptAt(7))
+    with pytest.raises(SystemExit) as stop:
+        train.main([*tiny, f"--OUT_DIR={interrupted}"])
+    assert stop.value.code == 0 and "--RESUME=latest" in capsys.readouterr().out
+    assert [p.name.split("_loss")[0] for p in interrupted.glob("*.pt")] == ["gpt_iter7"]
+    monkeypatch.undo()
+
+    train.main([*tiny, f"--OUT_DIR={interrupted}", "--RESUME=latest"])
+    assert losses(interrupted) == losses(uninterrupted)  # every step, train and val, exactly
+
+
+def test_resume_refuses_a_different_model(tiny, tmp_path):
+    train.main([*tiny, f"--OUT_DIR={tmp_path}", "--MAX_ITERS=10"])
+    with pytest.raises(SystemExit, match="N_LAYER|n_layer"):
+        train.main([*tiny, f"--OUT_DIR={tmp_path}", "--RESUME=latest", "--N_LAYER=3"])
+
+
+def test_sample_and_finetune_read_the_newest_checkpoint(tiny, tmp_path):
+    train.main([*tiny, f"--OUT_DIR={tmp_path}"])
+    text = sample.main([*tiny, f"--OUT_DIR={tmp_path}", "--PROMPT=The history"])
+    assert text.startswith("The history") and len(text) > len("The history")
+
+    results = finetune.main([*tiny, f"--OUT_DIR={tmp_path}"])
+    assert set(results) == {"chance", "zero_shot", "pretrained", "scratch"}
+    assert all(0 <= value <= 1 for value in results.values()) and results["chance"] == 0.25
+    assert json.loads((tmp_path / "finetune_results.json").read_text())["questions"] == 8
