@@ -212,7 +212,15 @@ def _gutenberg(number: int, title: str) -> Source:
     )
 
 
-TINYSTORIES = "https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main"
+def _tinystories(split: str, size: int, sha256: str) -> Source:
+    """TinyStories V2 (stories written by GPT-4 only), as published on the Hugging Face hub."""
+    filename = f"TinyStoriesV2-GPT4-{split}.txt"
+    return Source(
+        url=f"https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/{filename}",
+        filename=filename, size=size, sha256=sha256, reader=tinystories_stories, unit="story",
+        about=f"TinyStories V2 (GPT-4 stories), {'validation' if split == 'valid' else 'training'} file",
+        note="sha256 is the Git LFS oid the Hugging Face hub publishes for the file",
+    )
 
 SOURCES: dict[str, Source] = {
     "tinyshakespeare": Source(
@@ -236,22 +244,10 @@ SOURCES: dict[str, Source] = {
         about="WikiText-103 raw, training split (valid/test left untouched for comparisons)",
         note="sha256 as published for the original Salesforce archive (mlx-data, Julia's WikiText loaders)",
     ),
-    "tinystories": Source(
-        url=f"{TINYSTORIES}/TinyStoriesV2-GPT4-valid.txt",
-        filename="TinyStoriesV2-GPT4-valid.txt", size=22_502_601,
-        sha256="6874bae9a4c1a4e7edcf0e53b86c17817e9cf881fc75ff2368da457b80c0585d",
-        reader=tinystories_stories, unit="story",
-        about="TinyStories V2 (GPT-4 stories), validation file",
-        note="sha256 is the Git LFS oid the Hugging Face hub publishes for the file",
-    ),
-    "tinystories-full": Source(
-        url=f"{TINYSTORIES}/TinyStoriesV2-GPT4-train.txt",
-        filename="TinyStoriesV2-GPT4-train.txt", size=2_227_753_162,
-        sha256="6418d412de72888f52b5142c761ac21a582f7d1166f0bfbdb5f03ccfdec90443",
-        reader=tinystories_stories, unit="story",
-        about="TinyStories V2 (GPT-4 stories), training file",
-        note="sha256 is the Git LFS oid the Hugging Face hub publishes for the file",
-    ),
+    "tinystories": _tinystories("valid", 22_502_601,
+                                "6874bae9a4c1a4e7edcf0e53b86c17817e9cf881fc75ff2368da457b80c0585d"),
+    "tinystories-full": _tinystories("train", 2_227_753_162,
+                                     "6418d412de72888f52b5142c761ac21a582f7d1166f0bfbdb5f03ccfdec90443"),
     "gutenberg-austen": _gutenberg(1342, "Pride and Prejudice by Jane Austen"),
     "gutenberg-bronte": _gutenberg(1260, "Jane Eyre by Charlotte Brontë"),
     "gutenberg-dickens": _gutenberg(1400, "Great Expectations by Charles Dickens"),
