@@ -3,6 +3,7 @@
 import ast
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,14 @@ def test_chapters_import_only_themselves_and_common():
             for module in imported_modules(path):
                 if module.startswith("phase1_foundation"):
                     assert module.startswith(own), f"{path} imports {module}"
+
+
+@pytest.mark.parametrize("how", ["script", "module"])
+def test_chapter_scripts_run_from_any_folder(how, tmp_path):
+    """`python phase1_foundation/<chapter>/train.py` and `python -m phase1_foundation.<chapter>.train` both work."""
+    target = ROOT / "phase1_foundation/project1_gpt/train.py"
+    command = [sys.executable, str(target)] if how == "script" else [
+        sys.executable, "-m", "phase1_foundation.project1_gpt.train"]
+    result = subprocess.run([*command, "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "--MAX_ITERS=" in result.stdout and "PAPER: GPT-1" in result.stdout

@@ -21,7 +21,7 @@ from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
 from common.interrupt import GracefulInterrupt
-from common.metrics import MetricsLog, check_finite, mfu, plot_losses, progress
+from common.metrics import MetricsLog, check_finite, mfu, peak_flops, plot_losses, progress
 from common.optim import adamw, set_lr, warmup_cosine
 from common.tokenizers import load_tokenizer
 from common.tokens import Batches, load_tokens
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> dict:
     device = torch.device(cfg.DEVICE)
     enable_tf32()
     seed_everything(cfg.SEED)
-    print(f"device: {describe(device)}")
+    print(f"device: {describe(device)}" + ("" if peak_flops(device) else "; peak FLOP/s unknown, so MFU is n/a"))
 
     # --- data: prepared once by download_data.py, read here as memmapped token files ------------------------
     data_dir = prepare(cfg)
