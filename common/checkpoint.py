@@ -153,6 +153,26 @@ def prune_checkpoints(out_dir: Path, prefix: str, keep: int) -> None:
         orphan.unlink()
 
 
+def set_aside_previous_run(out_dir: Path, prefix: str, extra_files: Sequence[str] = ()) -> Path | None:
+    """Move an earlier run's checkpoints (and files such as its metrics) into out_dir/previous/<N>/.
+
+    A fresh run in a folder that already holds one must neither delete it (nothing is lost) nor mix with it:
+    `latest` and keep-K go by iteration number, so an older, longer run would win over the new one.
+    """
+    out_dir = Path(out_dir)
+    old = [path for _, path in _checkpoints(out_dir, prefix)]
+    old += [out_dir / name for name in extra_files if (out_dir / name).exists()]
+    if not old:
+        return None
+    previous = out_dir / "previous"
+    earlier_runs = len(list(previous.iterdir())) if previous.exists() else 0
+    target = previous / str(earlier_runs + 1)
+    target.mkdir(parents=True)
+    for path in old:
+        path.rename(target / path.name)
+    return target
+
+
 def rng_state() -> dict:
     """Every random generator training touches, in types that torch.load(weights_only=True) accepts.
 

@@ -217,6 +217,7 @@ def main(argv: list[str] | None = None) -> dict:
                         ("scratch", "fine-tuned from scratch"), ("pretrained", "fine-tuned, pre-trained")]:
         print(f"  {label:<26}{results[name]:.1%}")
     path = Path(cfg.OUT_DIR) / "finetune_results.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**results, "questions": len(val_q)}, indent=1), encoding="utf-8")
     return results
 

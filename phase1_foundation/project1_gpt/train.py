@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> dict:
         ckpt.set_rng_state(state["rng"])
         step = state["step"]
         print(f"resumed from {path} at step {step}")
+    elif previous := ckpt.set_aside_previous_run(out_dir, PREFIX, ["metrics.jsonl", "loss.png"]):
+        print(f"{out_dir} held an earlier run: moved it to {previous} (use --RESUME=latest to continue a run)")
     log = MetricsLog(out_dir / "metrics.jsonl", resume_step=step if cfg.RESUME else None)
 
     def save(loss: float) -> Path:

@@ -13,6 +13,7 @@ from common.checkpoint import (
     prune_checkpoints,
     rng_state,
     save_checkpoint,
+    set_aside_previous_run,
     set_rng_state,
 )
 
@@ -228,3 +229,17 @@ def test_cuda_states_restore_on_a_machine_with_fewer_gpus(monkeypatch):
     assert len(state["cuda"]) == 2
     set_rng_state(state)
     assert len(restored) == 1 and torch.equal(restored[0], torch.full((16,), 1, dtype=torch.uint8))
+
+
+def test_a_fresh_run_sets_the_previous_one_aside(tmp_path):
+    for step in (100, 200):
+        save_checkpoint(checkpoint_path(tmp_path, "gpt", step, 1.0), {"kind": "k"})
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    first = set_aside_previous_run(tmp_path, "gpt", ["metrics.jsonl", "loss.png"])
+    assert first == tmp_path / "previous" / "1"
+    assert sorted(p.name for p in first.iterdir()) == [
+        "gpt_iter100_loss1.0000.pt", "gpt_iter200_loss1.0000.pt", "metrics.jsonl"]
+    assert not list(tmp_path.glob("*.pt")) and not (tmp_path / "metrics.jsonl").exists()
+    assert set_aside_previous_run(tmp_path, "gpt") is None  # nothing left to move
+    save_checkpoint(checkpoint_path(tmp_path, "gpt", 5, 1.0), {"kind": "k"})
+    assert set_aside_previous_run(tmp_path, "gpt") == tmp_path / "previous" / "2"

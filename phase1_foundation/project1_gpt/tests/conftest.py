@@ -3,6 +3,7 @@
 import itertools
 
 import pytest
+import torch
 
 from common.corpora import prepare_corpus
 
@@ -27,3 +28,13 @@ def tiny(corpus_file, tmp_path_factory):
         "--MAX_ITERS=20", "--WARMUP_ITERS=5", "--EVAL_INTERVAL=10", "--EVAL_ITERS=2", "--SAMPLE_TOKENS=10",
         "--FT_TRAIN_QUESTIONS=16", "--FT_VAL_QUESTIONS=8", "--FT_BATCH_SIZE=4", "--FT_EPOCHS=1",
     ]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Models this small train fastest on one thread; on a busy machine, threads waiting for each other make
+    their small matrix products many times slower (about 8x for this file on two shared cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

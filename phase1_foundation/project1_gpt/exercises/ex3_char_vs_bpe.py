@@ -1,0 +1,83 @@
+"""Exercise 3: characters against BPE tokens, at equal compute, scored in bits per character.
+
+Train the same model on the same corpus twice, once reading characters and once reading BPE tokens: same
+steps, same tokens per step (BATCH_SIZE x BLOCK_SIZE), same layers; only the embedding table's size differs.
+Then compare their validation losses, but per character, not per token:
+
+    bits per character = loss per token (nats) x val tokens / val characters / ln 2
+
+    uv run python phase1_foundation/project1_gpt/exercises/ex3_char_vs_bpe.py
+    uv run python phase1_foundation/project1_gpt/exercises/ex3_char_vs_bpe.py --MAX_ITERS=1000
+
+Why per character: a loss per token is the cost of predicting one token. A BPE token is several characters
+(three to four in English prose with 4,096 tokens), while a character model pays for one character at a time
+over a few hundred symbols. So the character model's loss per token looks far smaller even before training
+(a uniform guess costs ln 500 = 6.2 nats among 500 characters, ln 4096 = 8.3 among 4,096 tokens), and says
+nothing about which model predicts the text better. Bits per character measure both on the same thing: the
+cost of encoding the same validation text.
+
+What you should see: the character model's loss per token is less than half of BPE's, yet BPE's bits per
+character are lower (better). At equal tokens per step the BPE model reads three to four times more text per
+step and sees that much more text in its context window; and its vocabulary is itself a model of the
+language: at this budget, the unigram column shows, a BPE model that ignores context entirely encodes the
+text in fewer bits per character than the trained character model does.
+"""
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from common import checkpoint as ckpt
+from common.config import REPO_ROOT
+from common.tokenizers import load_tokenizer
+from common.tokens import load_tokens
+from phase1_foundation.project1_gpt import train
+from phase1_foundation.project1_gpt.download_data import END_OF_TEXT
+
+
+def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
+    """This exercise's output folder (--OUT_DIR, else a default) and the settings passed on to the chapter."""
+    argv = sys.argv[1:] if argv is None else argv
+    out_dir = REPO_ROOT / "checkpoints" / "project1" / "exercises" / name
+    for arg in argv:
+        if arg.startswith("--OUT_DIR="):
+            out_dir = Path(arg.removeprefix("--OUT_DIR="))
+    return out_dir, [arg for arg in argv if not arg.startswith("--OUT_DIR=")]
+
+
+def val_characters(data_dir: Path) -> tuple[int, int]:
+    """(tokens, characters) of the validation split: the text the val loss was measured on."""
+    tokenizer = load_tokenizer(data_dir)
+    tokens = np.asarray(load_tokens(data_dir, "val"))
+    text_tokens = tokens[tokens != tokenizer.token_to_id(END_OF_TEXT)]  # document separators are not text
+    return len(tokens), len(tokenizer.decode(text_tokens.tolist()))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    out_dir, settings = parse_args(argv, "ex3_char_vs_bpe")
+    results = {}
+    for tokenizer in ("char", "bpe"):
+        summary = train.main([*settings, f"--TOKENIZER={tokenizer}", f"--OUT_DIR={out_dir / tokenizer}"])
+        data_dir = Path(ckpt.load_checkpoint(Path(summary["checkpoint"]), kind=train.KIND)["tokenizer"])
+        tokens, characters = val_characters(data_dir)
+        to_bits_per_character = tokens / characters / math.log(2)  # x nats per token
+        results[tokenizer] = {
+            "loss_per_token": summary["val_loss"],
+            "characters_per_token": characters / tokens,
+            "bits_per_character": summary["val_loss"] * to_bits_per_character,
+            "unigram_bits_per_character": summary["unigram_loss"] * to_bits_per_character,
+        }
+
+    print(f"\n{'':<6}{'val loss per token':>20}{'characters per token':>22}{'bits per character':>20}"
+          f"{'unigram bits/char':>19}")
+    for name, r in results.items():
+        print(f"{name:<6}{r['loss_per_token']:>20.3f}{r['characters_per_token']:>22.2f}"
+              f"{r['bits_per_character']:>20.3f}{r['unigram_bits_per_character']:>19.3f}")
+    print("(loss per token in nats; unigram: a model of the same tokens that ignores context)")
+    return results
+
+
+if __name__ == "__main__":
+    main()
