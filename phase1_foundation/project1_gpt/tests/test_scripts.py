@@ -1,6 +1,7 @@
 """The chapter's commands, end to end at a tiny size: prepare, train, resume, sample, fine-tune."""
 
 import json
+import math
 
 import pytest
 
@@ -27,7 +28,8 @@ def test_train_writes_checkpoints_curve_and_summary(tiny, tmp_path):
     assert len(names) == 2 and names[1].startswith("gpt_iter20_loss")
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [step for step, _, _ in losses(tmp_path)] == list(range(1, 21))
-    assert summary["val_loss"] < 6.3 > summary["unigram_loss"] - 1  # ln(512) = 6.24: it moved off uniform
+    assert summary["val_loss"] < math.log(512)  # below a uniform guess over the 512 tokens: it learned something
+    assert summary["unigram_loss"] < math.log(512)
 
 
 class InterruptAt:
