@@ -51,7 +51,7 @@ TOP_K = 40  # sample only among the k most likely tokens (0 = all)
 HF_DIR = ""  # sample.py: a transformers-layout openai-gpt folder instead of our checkpoint
 
 # --- fine-tuning (finetune.py) ----------------------------------------------------------------------------
-FT_CHOICES = 4  # candidate endings per question (1 true, the rest from other documents)
+FT_CHOICES = 2  # PAPER: GPT-1 §4.2, Story Cloze: the right ending among two (the wrong one from another document)
 FT_CONTEXT_SENTENCES = 3  # sentences of context before the ending
 FT_TRAIN_QUESTIONS = 2000  # questions built from training documents
 FT_VAL_QUESTIONS = 500  # questions built from held-out documents
@@ -76,6 +76,6 @@ PRESETS = {
     "cpu": dict(
         N_LAYER=4, N_HEAD=4, N_EMBD=256, BLOCK_SIZE=128, BATCH_SIZE=16, VOCAB_SIZE=4096,
         LEARNING_RATE=6e-4, WARMUP_ITERS=100, MAX_ITERS=600, EVAL_INTERVAL=100, EVAL_ITERS=10,
-        FT_TRAIN_QUESTIONS=400, FT_VAL_QUESTIONS=300, FT_BATCH_SIZE=8, FT_LEARNING_RATE=2e-4,
+        FT_TRAIN_QUESTIONS=3000, FT_VAL_QUESTIONS=300, FT_BATCH_SIZE=8, FT_LEARNING_RATE=3e-4, FT_EPOCHS=1,
     ),
 }
