@@ -1,0 +1,16 @@
+"""Worked solutions of chapter 1's exercises. Each takes the chapter's --NAME=value settings, plus --OUT_DIR."""
+
+import sys
+from pathlib import Path
+
+from common.config import REPO_ROOT
+
+
+def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
+    """This exercise's output folder (--OUT_DIR, else a default) and the settings passed on to the chapter."""
+    argv = sys.argv[1:] if argv is None else argv
+    out_dir = REPO_ROOT / "checkpoints" / "project1" / "exercises" / name
+    for arg in argv:
+        if arg.startswith("--OUT_DIR="):
+            out_dir = Path(arg.removeprefix("--OUT_DIR="))
+    return out_dir, [arg for arg in argv if not arg.startswith("--OUT_DIR=")]

@@ -16,14 +16,13 @@ to the output, along which gradients reach every layer unchanged, and trains wit
 are saved as OUT_DIR/pre_vs_post_ln.png (default OUT_DIR: checkpoints/project1/exercises/ex1_pre_vs_post_ln).
 """
 
-import sys
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from common.config import REPO_ROOT
 from common.metrics import read_metrics
 from phase1_foundation.project1_gpt import train
+from phase1_foundation.project1_gpt.exercises import parse_args
 
 # The exercise's changes to the preset: twice the depth of the CPU preset, 4x GPT-1's learning rate, a warmup
 # of 10 steps instead of GPT-1's 2000, and only the first 300 steps, where the two differ most. Your own
@@ -32,16 +31,6 @@ SETTINGS = [
     "--N_LAYER=8", "--LEARNING_RATE=1e-3", "--WARMUP_ITERS=10", "--MAX_ITERS=300", "--EVAL_INTERVAL=50",
 ]
 VARIANTS = {"post_ln": ("post-LN (GPT-1)", "--PRE_LN=false"), "pre_ln": ("pre-LN (GPT-2)", "--PRE_LN=true")}
-
-
-def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
-    """This exercise's output folder (--OUT_DIR, else a default) and the settings passed on to the chapter."""
-    argv = sys.argv[1:] if argv is None else argv
-    out_dir = REPO_ROOT / "checkpoints" / "project1" / "exercises" / name
-    for arg in argv:
-        if arg.startswith("--OUT_DIR="):
-            out_dir = Path(arg.removeprefix("--OUT_DIR="))
-    return out_dir, [arg for arg in argv if not arg.startswith("--OUT_DIR=")]
 
 
 def plot(out_dir: Path, unigram_loss: float, png_path: Path) -> Path:

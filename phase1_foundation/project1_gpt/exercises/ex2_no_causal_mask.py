@@ -24,7 +24,6 @@ which finds the shortcut within 300 steps; GPT-1's post-LN block finds it too, o
 (exercise 1 shows why). Try --PRE_LN=false --WARMUP_ITERS=100 --MAX_ITERS=600.
 """
 
-import sys
 from pathlib import Path
 from unittest.mock import patch
 
@@ -32,12 +31,12 @@ import torch
 import torch.nn.functional as F
 
 from common import checkpoint as ckpt
-from common.config import REPO_ROOT
 from common.device import seed_everything
 from common.metrics import read_metrics
 from common.tokenizers import load_tokenizer
 from common.tokens import Batches, load_tokens
 from phase1_foundation.project1_gpt import train
+from phase1_foundation.project1_gpt.exercises import parse_args
 from phase1_foundation.project1_gpt.model import GPT, GPTConfig
 
 # The exercise's changes to the preset (see above). Your --NAME=value settings come after these, so they win.
@@ -45,16 +44,6 @@ SETTINGS = [
     "--BLOCK_SIZE=16", "--BATCH_SIZE=128", "--PRE_LN=true", "--LEARNING_RATE=1e-3", "--WARMUP_ITERS=10",
     "--MAX_ITERS=300", "--EVAL_INTERVAL=50",
 ]
-
-
-def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
-    """This exercise's output folder (--OUT_DIR, else a default) and the settings passed on to the chapter."""
-    argv = sys.argv[1:] if argv is None else argv
-    out_dir = REPO_ROOT / "checkpoints" / "project1" / "exercises" / name
-    for arg in argv:
-        if arg.startswith("--OUT_DIR="):
-            out_dir = Path(arg.removeprefix("--OUT_DIR="))
-    return out_dir, [arg for arg in argv if not arg.startswith("--OUT_DIR=")]
 
 
 def without_mask(model: GPT) -> GPT:

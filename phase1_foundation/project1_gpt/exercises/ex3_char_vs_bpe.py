@@ -24,27 +24,16 @@ text in fewer bits per character than the trained character model does.
 """
 
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from common import checkpoint as ckpt
-from common.config import REPO_ROOT
 from common.tokenizers import load_tokenizer
 from common.tokens import load_tokens
 from phase1_foundation.project1_gpt import train
 from phase1_foundation.project1_gpt.download_data import END_OF_TEXT
-
-
-def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
-    """This exercise's output folder (--OUT_DIR, else a default) and the settings passed on to the chapter."""
-    argv = sys.argv[1:] if argv is None else argv
-    out_dir = REPO_ROOT / "checkpoints" / "project1" / "exercises" / name
-    for arg in argv:
-        if arg.startswith("--OUT_DIR="):
-            out_dir = Path(arg.removeprefix("--OUT_DIR="))
-    return out_dir, [arg for arg in argv if not arg.startswith("--OUT_DIR=")]
+from phase1_foundation.project1_gpt.exercises import parse_args
 
 
 def val_characters(data_dir: Path) -> tuple[int, int]:

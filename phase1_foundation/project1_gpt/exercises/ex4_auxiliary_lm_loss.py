@@ -18,23 +18,11 @@ needs a language model that has learned more than which words are frequent, so t
 """
 
 import json
-import sys
-from pathlib import Path
 
-from common.config import REPO_ROOT
 from phase1_foundation.project1_gpt import finetune, train
+from phase1_foundation.project1_gpt.exercises import parse_args
 
 LM_WEIGHTS = (0.0, 0.5)  # lambda: no auxiliary loss, and the paper's value
-
-
-def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
-    """This exercise's output folder (--OUT_DIR, else a default) and the settings passed on to the chapter."""
-    argv = sys.argv[1:] if argv is None else argv
-    out_dir = REPO_ROOT / "checkpoints" / "project1" / "exercises" / name
-    for arg in argv:
-        if arg.startswith("--OUT_DIR="):
-            out_dir = Path(arg.removeprefix("--OUT_DIR="))
-    return out_dir, [arg for arg in argv if not arg.startswith("--OUT_DIR=")]
 
 
 def main(argv: list[str] | None = None) -> dict:
