@@ -43,13 +43,13 @@ class Question:
 
 # --- the task -------------------------------------------------------------------------------------------------
 
-def document_sentences(corpus_path: Path, held_out: set[int], want_held_out: bool) -> list[list[str]]:
-    """Sentences of each document on one side of pre-training's train/val split."""
-    documents = []
+def document_sentences(corpus_path: Path, held_out: set[int]) -> tuple[list[list[str]], list[list[str]]]:
+    """Sentences of each document, split as pre-training split them: (training documents, held-out documents)."""
+    train, val = [], []
     for index, text in enumerate(open_corpus(corpus_path).iter_documents()):
-        if (index in held_out) == want_held_out:
-            documents.append([s for p in split_paragraphs(text) for s in split_sentences(p.replace("\n", " "))])
-    return documents
+        sentences = [s for p in split_paragraphs(text) for s in split_sentences(p.replace("\n", " "))]
+        (val if index in held_out else train).append(sentences)
+    return train, val
 
 
 def build_questions(documents: list[list[str]], n: int, n_context: int, n_choices: int, seed: int) -> list[Question]:
@@ -190,9 +190,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"device: {describe(device)}")
     pretrained, tokenizer, state = load_model(cfg, device)
     meta = read_meta(Path(state["tokenizer"]))
-    held_out = set(meta["val_documents"])
-    train_docs = document_sentences(Path(meta["corpus_path"]), held_out, want_held_out=False)
-    val_docs = document_sentences(Path(meta["corpus_path"]), held_out, want_held_out=True)
+    train_docs, val_docs = document_sentences(Path(meta["corpus_path"]), set(meta["val_documents"]))
     block = pretrained.config.block_size
     args = (cfg.FT_CONTEXT_SENTENCES, cfg.FT_CHOICES, cfg.SEED)
     train_q = build_questions(train_docs, cfg.FT_TRAIN_QUESTIONS, *args)

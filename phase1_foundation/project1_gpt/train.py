@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> dict:
     scaler = grad_scaler(device)
     batches = Batches(train_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed=cfg.SEED)
     tokens_per_step = cfg.BATCH_SIZE * cfg.GRAD_ACCUM_STEPS * cfg.BLOCK_SIZE
+    flops_per_token = model.flops_per_token()  # counted once, not in the training step
     print(f"model: {model.num_parameters():,} parameters ({model.num_parameters(non_embedding=True):,} "
           f"non-embedding), {'pre' if cfg.PRE_LN else 'post'}-LN; {tokens_per_step:,} tokens per step")
 
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> dict:
                 val_loss = record["val_loss"] = evaluate(model, val_tokens, cfg, device)
                 last_path = save(val_loss)
             log.log(**record)
-            utilisation = mfu(model.flops_per_token(), tokens_per_second, device)
+            utilisation = mfu(flops_per_token, tokens_per_second, device)
             bar.set_postfix(loss=f"{train_loss:.3f}", val=f"{val_loss:.3f}", tok_s=f"{tokens_per_second:,.0f}",
                             mfu="n/a" if utilisation is None else f"{utilisation:.0%}")
             bar.update()
