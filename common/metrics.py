@@ -3,6 +3,7 @@
 import json
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -53,8 +54,9 @@ def read_metrics(path: Path) -> list[dict]:
     return records
 
 
-def plot_losses(metrics_path: Path, png_path: Path, title: str) -> Path:
-    """Plot train and val loss against step into a PNG.
+def plot_losses(metrics_path: Path, png_path: Path, title: str, panels: Sequence[str] = ("loss",)) -> Path:
+    """Plot train and val curves against step into a PNG: one panel per name in `panels`, drawing the
+    `train_<name>` and `val_<name>` fields of the log (a model with two losses, like BERT's, gets two panels).
 
     Validation runs every few hundred steps, so its points are sparser than the training ones; each
     series is plotted from the lines that have it. We draw on a bare matplotlib Figure, which renders
@@ -64,16 +66,16 @@ def plot_losses(metrics_path: Path, png_path: Path, title: str) -> Path:
     records = read_metrics(metrics_path)
     if not records:
         raise SystemExit(f"error: no metrics in {metrics_path}; train first, the run writes this file")
-    fig = Figure(figsize=(8, 5))
-    ax = fig.subplots()
-    for key, label, style in (("train_loss", "train", "-"), ("val_loss", "val", "o-")):
-        points = [(r["step"], r[key]) for r in records if key in r]
-        if points:
-            steps, losses = zip(*points, strict=True)
-            ax.plot(steps, losses, style, label=label)
-    ax.set(xlabel="step", ylabel="loss (nats per token)", title=title)
-    ax.grid(alpha=0.3)
-    ax.legend()
+    fig = Figure(figsize=(8 * len(panels), 5))
+    for ax, name in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels, strict=True):
+        for split, style in (("train", "-"), ("val", "o-")):
+            points = [(r["step"], r[f"{split}_{name}"]) for r in records if f"{split}_{name}" in r]
+            if points:
+                steps, values = zip(*points, strict=True)
+                ax.plot(steps, values, style, label=split)
+        ax.set(xlabel="step", ylabel=f"{name.replace('_', ' ')} (nats)", title=title)
+        ax.grid(alpha=0.3)
+        ax.legend()
     png_path = Path(png_path)
     png_path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png_path, dpi=120)

@@ -70,6 +70,21 @@ def test_plot_is_a_png(tmp_path):
     assert len(data) > 10_000  # axes, two curves and a legend, not an empty image
 
 
+def test_plot_draws_one_panel_per_loss(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    log = MetricsLog(metrics)
+    for step in range(1, 21):
+        log.log(step, train_mlm_loss=8 - step / 5, train_nsp_loss=0.7)
+    log.log(20, val_mlm_loss=7.0, val_nsp_loss=0.69)
+    one = plot_losses(metrics, tmp_path / "one.png", title="BERT", panels=("mlm_loss",))
+    two = plot_losses(metrics, tmp_path / "two.png", title="BERT", panels=("mlm_loss", "nsp_loss"))
+    assert png_width(two) == 2 * png_width(one)
+
+
+def png_width(path):
+    return int.from_bytes(path.read_bytes()[16:20], "big")  # the width field of the PNG header
+
+
 def test_plot_without_metrics(tmp_path):
     with pytest.raises(SystemExit, match="no metrics in .*train first"):
         plot_losses(tmp_path / "metrics.jsonl", tmp_path / "loss.png", title="x")
