@@ -230,7 +230,7 @@ def check_compatible(saved_config: dict, config: dict, keys: Sequence[str]) -> N
     differing = [key for key in keys if saved_config.get(key) != config.get(key)]
     if differing:
         changes = ", ".join(f"{key} {saved_config.get(key)!r} -> {config.get(key)!r}" for key in differing)
-        fix = " ".join(f"--{key}={saved_config.get(key)}" for key in differing)
+        fix = " ".join(f"--{key.upper()}={saved_config.get(key)}" for key in differing)  # settings are UPPER_CASE
         raise SystemExit(
             f"error: the checkpoint's model differs from this configuration ({changes}); "
             f"resume with {fix} or start a new run without resuming"

@@ -214,6 +214,8 @@ def test_check_compatible():
     check_compatible(saved, saved | {"LEARNING_RATE": 1e-4}, ["N_LAYER", "N_EMBD"])
     with pytest.raises(SystemExit, match=r"N_LAYER 12 -> 6.*resume with --N_LAYER=12 or start a new run"):
         check_compatible(saved, saved | {"N_LAYER": 6}, ["N_LAYER", "N_EMBD"])
+    with pytest.raises(SystemExit, match=r"resume with --N_EMBD=768 or"):  # a model config's lowercase fields
+        check_compatible({"n_embd": 768}, {"n_embd": 512}, ["n_embd"])
 
 
 def test_cuda_states_restore_on_a_machine_with_fewer_gpus(monkeypatch):
