@@ -92,6 +92,11 @@ def encode(questions: list[Question], tokenizer, block_size: int) -> tuple[Tenso
     return ids.view(-1, K, T), extract_at.view(-1, K), torch.tensor([q.answer for q in questions])
 
 
+def trim(ids: Tensor, extract_at: Tensor) -> Tensor:
+    """Drop the padding after this batch's last <|extract|>: most batches are far shorter than the longest question."""
+    return ids[..., : extract_at.max() + 1]  # (B, K, T') with T' <= T
+
+
 # --- the model: GPT-1 plus one linear layer ------------------------------------------------------------------
 
 class MultipleChoiceGPT(nn.Module):
@@ -135,7 +140,8 @@ def finetune(model: MultipleChoiceGPT, data, cfg, device: torch.device, desc: st
         if step % steps_per_epoch == 0:
             order = torch.randperm(len(answers), generator=generator)
         batch = order[(step % steps_per_epoch) * cfg.FT_BATCH_SIZE :][: cfg.FT_BATCH_SIZE]
-        x, e, y = ids[batch].to(device), extract_at[batch].to(device), answers[batch].to(device)
+        x, e, y = trim(ids[batch], extract_at[batch]), extract_at[batch], answers[batch]
+        x, e, y = x.to(device), e.to(device), y.to(device)
         set_lr(optimizer, warmup_linear(step, peak_lr=cfg.FT_LEARNING_RATE,
                                         warmup_steps=max(1, round(cfg.FT_WARMUP_RATIO * total)), total_steps=total))
         with autocast(device):
@@ -157,7 +163,8 @@ def accuracy(model: MultipleChoiceGPT, data, cfg, device: torch.device) -> float
     model.eval()
     correct = 0
     for start in range(0, len(answers), cfg.FT_BATCH_SIZE):
-        x, e = ids[start : start + cfg.FT_BATCH_SIZE].to(device), extract_at[start : start + cfg.FT_BATCH_SIZE]
+        e = extract_at[start : start + cfg.FT_BATCH_SIZE]
+        x = trim(ids[start : start + cfg.FT_BATCH_SIZE], e).to(device)
         with autocast(device):
             scores, _ = model(x, e.to(device))
         correct += (scores.argmax(-1).cpu() == answers[start : start + cfg.FT_BATCH_SIZE]).sum().item()
