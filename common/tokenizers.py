@@ -1,6 +1,6 @@
 """Tokenizers: text <-> lists of integer ids.
 
-Three tokenizers share one small interface, so a chapter never cares which one it holds:
+Four tokenizers share one small interface, so a chapter never cares which one it holds:
 
     ids = tokenizer.encode("Hello world")      # list[int]
     text = tokenizer.decode(ids)               # str
@@ -12,11 +12,14 @@ Three tokenizers share one small interface, so a chapter never cares which one i
 * SentencePieceTokenizer: subwords (BPE or unigram) trained on our own corpus, with byte fallback, so any
   UTF-8 text survives encode -> decode unchanged.
 * GPT1BPETokenizer: reads the vocabulary OpenAI released with GPT-1, to run the original weights.
+* WordPieceTokenizer: reads the vocabulary Google released with BERT (vocab.txt), to run the original weights.
 
-Special tokens ("<|endoftext|>", "[MASK]", ...) always take the first ids, 0..k-1, in the order given. encode()
-treats its input as plain text: writing "<|endoftext|>" in a string gives the pieces of those 13 characters,
-never the special id, so no user text can forge a document boundary or a mask. Programs insert special tokens
-by id (`token_to_id`), and decode() shows them literally so you can see where they are.
+Special tokens ("<|endoftext|>", "[MASK]", ...) of the tokenizers we train always take the first ids, 0..k-1,
+in the order given. Their encode() treats its input as plain text: writing "<|endoftext|>" in a string gives
+the pieces of those 13 characters, never the special id, so no user text can forge a document boundary or a
+mask. Programs insert special tokens by id (`token_to_id`), and decode() shows them literally so you can see
+where they are. The exception is BERT's released vocabulary: there "[MASK]" typed in the text is the mask
+token, as in BERT's own tokenizer, so a learner can ask the original model to fill in a blank.
 """
 
 import functools
@@ -380,19 +383,101 @@ class GPT1BPETokenizer:
         return cls(vocab, merges)
 
 
-def load_tokenizer(folder: Path) -> CharTokenizer | SentencePieceTokenizer | GPT1BPETokenizer:
+# --- BERT's released WordPiece vocabulary -------------------------------------------------------------------
+
+
+class WordPieceTokenizer:
+    """BERT's WordPiece vocabulary (30,522 tokens in bert-base-uncased), read from vocab.txt: one token a line,
+    its id the line number.
+
+    The text is cleaned, accents stripped and lowercased, and split at whitespace and punctuation (BERT's basic
+    tokenizer, as for GPT-1 above). Each word is then cut greedily into the longest vocabulary entries from the
+    left; a piece that continues a word is written with "##" ("unaffable" -> un ##aff ##able). A word that
+    cannot be cut, or is longer than 100 characters, becomes "[UNK]" as a whole. BERT's special tokens typed
+    in the text ("[MASK]", "[SEP]", ...) are never split and give their own ids. decode() joins the tokens
+    with spaces and glues the "##" pieces back on, so it returns normalised text: "Hello, World!" ->
+    "hello , world !".
+    """
+
+    FILE = "vocab.txt"
+    SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+    MAX_WORD_CHARS = 100  # google-research/bert tokenization.py max_input_chars_per_word
+
+    def __init__(self, tokens: Sequence[str]):
+        self.tokens = list(tokens)  # id -> token
+        self.vocab = {token: i for i, token in enumerate(self.tokens)}  # token -> id
+        if "[UNK]" not in self.vocab:
+            raise ValueError("a WordPiece vocabulary needs the token [UNK]")
+        self.vocab_size = len(self.tokens)
+        self.unk_id = self.vocab["[UNK]"]
+        specials = [re.escape(t) for t in self.SPECIAL_TOKENS if t in self.vocab]
+        self._specials = re.compile(f"({'|'.join(specials)})")  # split() keeps the specials at odd indices
+        self._encode_word = functools.lru_cache(maxsize=1 << 16)(self._encode_word_uncached)
+
+    def _encode_word_uncached(self, word: str) -> tuple[int, ...]:
+        """Greedy longest-match-first: "unaffable" -> un, ##aff, ##able."""
+        if len(word) > self.MAX_WORD_CHARS:
+            return (self.unk_id,)
+        ids, start = [], 0
+        while start < len(word):
+            for end in range(len(word), start, -1):  # the longest piece first
+                piece = word[start:end] if start == 0 else "##" + word[start:end]
+                if piece in self.vocab:
+                    ids.append(self.vocab[piece])
+                    break
+            else:  # no piece of the vocabulary starts here: the whole word is unknown
+                return (self.unk_id,)
+            start = end
+        return tuple(ids)
+
+    def encode(self, text: str) -> list[int]:
+        ids = []
+        for i, part in enumerate(self._specials.split(text)):
+            if i % 2:  # a special token, as typed
+                ids.append(self.vocab[part])
+            else:
+                ids.extend(t for word in _bert_words(_bert_normalize(part)) for t in self._encode_word(word))
+        return ids
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return " ".join(self.tokens[int(i)] for i in ids).replace(" ##", "")
+
+    def token_to_id(self, token: str) -> int:
+        if token not in self.vocab:
+            raise KeyError(f"{token!r} is not in the vocabulary")
+        return self.vocab[token]
+
+    def save(self, folder: Path) -> None:
+        _write_atomic(Path(folder) / self.FILE, "".join(f"{token}\n" for token in self.tokens).encode())
+
+    @classmethod
+    def load(cls, folder: Path) -> "WordPieceTokenizer":
+        path = Path(folder) / cls.FILE
+        lines = path.read_text(encoding="utf-8").split("\n")  # not splitlines(): tokens may hold odd characters
+        if lines[-1] == "":
+            lines.pop()  # the newline that ends the last line
+        if "[UNK]" not in lines:
+            raise SystemExit(f"error: {path} has no [UNK] token; it is not a BERT WordPiece vocabulary")
+        return cls(lines)
+
+
+def load_tokenizer(
+    folder: Path,
+) -> CharTokenizer | SentencePieceTokenizer | GPT1BPETokenizer | WordPieceTokenizer:
     """Load whichever tokenizer `folder` holds, recognised by its files.
 
-    GPT-1's files come first: a transformers folder may also hold a tokenizer.json of its own.
+    GPT-1's and BERT's files come first: a transformers folder may also hold a tokenizer.json of its own.
     """
     folder = Path(folder)
     if (folder / GPT1BPETokenizer.VOCAB).exists() and (folder / GPT1BPETokenizer.MERGES).exists():
         return GPT1BPETokenizer.load(folder)
+    if (folder / WordPieceTokenizer.FILE).exists():
+        return WordPieceTokenizer.load(folder)
     if (folder / SentencePieceTokenizer.FILE).exists():
         return SentencePieceTokenizer.load(folder)
     if (folder / CharTokenizer.FILE).exists():
         return CharTokenizer.load(folder)
     raise SystemExit(
-        f"error: no tokenizer in {folder} (tokenizer.model, tokenizer.json or vocab.json + merges.txt); "
-        "run download_data.py"
+        f"error: no tokenizer in {folder} (tokenizer.model, tokenizer.json, vocab.txt, or vocab.json + "
+        "merges.txt); run download_data.py"
     )
