@@ -28,7 +28,7 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)
 
 
-class _TokenWriter:
+class TokenWriter:
     """Appends token arrays to one file, buffering up to `chunk_tokens` of them so memory stays bounded."""
 
     def __init__(self, path: Path, chunk_tokens: int):
@@ -48,13 +48,39 @@ class _TokenWriter:
             np.concatenate(self.buffer).tofile(self.file)
         self.buffer, self.buffered = [], 0
 
-    def __enter__(self) -> "_TokenWriter":
+    def __enter__(self) -> "TokenWriter":
         return self
 
     def __exit__(self, *exc) -> None:
         if exc[0] is None:
             self.flush()
         self.file.close()
+
+
+class DocumentSplit:
+    """Sends whole documents to train or val: a document goes to val whenever it fits in val's share so far
+    (val tokens <= val_fraction of all tokens), to train otherwise.
+
+    So val gets its fraction to within one document, spread evenly through the corpus, and no document is cut
+    in two: val text is text the model never saw, not the other half of a page it trained on. (A coin flip
+    per document would do the same on average, but on a corpus of a hundred articles it can hand val a single
+    short one.) No randomness: the same documents, encoded the same way, always split the same way.
+    """
+
+    def __init__(self, val_fraction: float):
+        if not 0 < val_fraction < 1:
+            raise SystemExit(f"error: --VAL_FRACTION={val_fraction} must be between 0 and 1, e.g. 0.05")
+        self.val_fraction = val_fraction
+        self.seen = 0  # tokens of every document so far
+        self.val_seen = 0  # tokens of the documents sent to val
+
+    def to_val(self, n_tokens: int) -> bool:
+        """Does the next document, `n_tokens` long, go to val?"""
+        self.seen += n_tokens
+        if self.val_seen + n_tokens <= self.val_fraction * self.seen:
+            self.val_seen += n_tokens
+            return True
+        return False
 
 
 def _move_tail(src: Path, dst: Path, count: int, dtype: np.dtype, chunk_tokens: int) -> None:
@@ -101,30 +127,24 @@ def write_token_files(
 ) -> dict:
     """Encode `documents` into out_dir/train.bin, val.bin and meta.json; return the meta dict.
 
-    A document goes to val whenever it fits in val's share so far (val tokens <= val_fraction of all tokens),
-    so val gets its fraction to within one document, spread evenly through the corpus, and no document is cut
-    in two: val text is text the model never saw, not the other half of a page it trained on. (A coin flip
-    per document would do the same on average, but on a corpus of a hundred articles it can hand val a single
-    short one.) meta.json lists the val documents' indices, so a later task (fine-tuning questions, say) can
-    be built from the same held-out documents. Documents are streamed and tokens written in
-    chunks, so memory holds one document and one chunk, whatever the corpus size. Files are written under
-    temporary names and renamed only at the end: an interrupted run leaves the previous files as they were.
+    Documents go whole to one split or the other (see DocumentSplit). meta.json lists the val documents'
+    indices, so a later task (fine-tuning questions, say) can be built from the same held-out documents.
+    Documents are streamed and tokens written in chunks, so memory holds one document and one chunk, whatever
+    the corpus size. Files are written under temporary names and renamed only at the end: an interrupted run
+    leaves the previous files as they were.
     """
-    if not 0 < val_fraction < 1:
-        raise SystemExit(f"error: --VAL_FRACTION={val_fraction} must be between 0 and 1, e.g. 0.05")
+    document_split = DocumentSplit(val_fraction)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     dtype = token_dtype(tokenizer.vocab_size)
     tmp = {split: out_dir / f"{split}.bin.tmp" for split in SPLITS}
     try:
-        with _TokenWriter(tmp["train"], chunk_tokens) as train, _TokenWriter(tmp["val"], chunk_tokens) as val:
-            n_documents, seen, val_seen, val_documents = 0, 0, 0, []
+        with TokenWriter(tmp["train"], chunk_tokens) as train, TokenWriter(tmp["val"], chunk_tokens) as val:
+            n_documents, val_documents = 0, []
             for text in tqdm(documents, desc="encoding", unit=" documents", disable=None):
                 ids = tokenizer.encode(text) + ([] if separator_id is None else [separator_id])
-                seen += len(ids)
-                if val_seen + len(ids) <= val_fraction * seen:
+                if document_split.to_val(len(ids)):
                     val.append(np.asarray(ids, dtype=dtype))
-                    val_seen += len(ids)
                     val_documents.append(n_documents)
                 else:
                     train.append(np.asarray(ids, dtype=dtype))

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from common.tokenizers import CharTokenizer
-from common.tokens import Batches, load_tokens, read_meta, write_token_files
+from common.tokens import Batches, DocumentSplit, load_tokens, read_meta, write_token_files
 
 SPECIALS = ["<unk>", "<|endoftext|>"]
 EOT = 1
@@ -56,6 +56,13 @@ def test_documents_go_whole_to_one_split(tmp_path):
         "documents": 300, "val_fraction": 0.1, "val_documents": meta["val_documents"], "corpus": "x",
     }
     assert sorted(p.name for p in tmp_path.iterdir()) == ["meta.json", "train.bin", "val.bin"]
+
+
+def test_document_split_sends_a_document_to_val_when_it_fits_in_vals_share():
+    split = DocumentSplit(0.25)
+    # seen: 10, 20, 23, 33, 36, 76, 80; val may hold a quarter of what was seen, counting the new document
+    assert [split.to_val(n) for n in (10, 10, 3, 10, 3, 40, 4)] == [False, False, True, False, True, False, True]
+    assert (split.seen, split.val_seen) == (80, 10)
 
 
 def test_without_separator_documents_are_concatenated(tmp_path):
