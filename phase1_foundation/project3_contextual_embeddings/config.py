@@ -1,0 +1,75 @@
+"""Chapter 3 settings. Every UPPER_CASE name can be changed from the command line: `train.py --MLM_PROB=0.5`.
+
+The defaults are BERT's where a laptop can afford them; what a laptop cannot afford (the size of the model, the
+length of training) is set by the presets at the bottom and printed at the start of every run.
+"""
+
+from common.config import REPO_ROOT
+
+# --- data -------------------------------------------------------------------------------------------------
+SIZE = "small"  # small: WikiText-2, large: WikiText-103 (online); offline, the embedded wiki-sample serves
+CORPUS = "auto"  # auto: chosen by SIZE (PAPER: BERT §3.1 pre-trains on Wikipedia + BooksCorpus), or any name
+TEXT_FILE = None  # your own UTF-8 text file or folder of .txt files; wins over CORPUS
+VOCAB_SIZE = 8192  # PAPER: BERT §3 used a 30,000-token WordPiece vocabulary; scaled down to our data
+VAL_FRACTION = 0.05  # share of documents held out for validation
+DATA_DIR = str(REPO_ROOT / "data")  # prepared corpora, tokenizers and token files
+
+# --- model ------------------------------------------------------------------------------------------------
+N_LAYER = 12  # PAPER: BERT §3, BERT-base L = 12
+N_HEAD = 12  # PAPER: BERT §3, BERT-base A = 12
+N_EMBD = 768  # PAPER: BERT §3, BERT-base H = 768 (the feed-forward size is 4H = 3072)
+BLOCK_SIZE = 512  # PAPER: BERT §A.2, sequences of at most 512 tokens (90% of steps used 128)
+DROPOUT = 0.1  # PAPER: BERT §A.2, dropout 0.1 on all layers
+FAST_ATTENTION = True  # F.scaled_dot_product_attention; False = the explicit softmax you can read, same numbers
+
+# --- pre-training tasks -----------------------------------------------------------------------------------
+USE_NSP = True  # PAPER: BERT §3.1 Task #2, next sentence prediction; False = MLM only (RoBERTa's finding)
+MLM_PROB = 0.15  # PAPER: BERT §3.1, share of (non-special) tokens chosen for prediction
+MASK_TOKEN_SHARE = 0.8  # PAPER: BERT §3.1, of the chosen tokens: replaced by [MASK]
+RANDOM_TOKEN_SHARE = 0.1  # PAPER: BERT §3.1, of the chosen tokens: replaced by a random token (the rest, 10%, stay)
+
+# --- optimisation -----------------------------------------------------------------------------------------
+BATCH_SIZE = 256  # PAPER: BERT §A.2, 256 sequences per batch
+GRAD_ACCUM_STEPS = 1  # micro-batches per optimizer step (effective batch = BATCH_SIZE x this)
+LEARNING_RATE = 1e-4  # PAPER: BERT §A.2, Adam with learning rate 1e-4
+BETAS = (0.9, 0.999)  # PAPER: BERT §A.2, beta1 = 0.9, beta2 = 0.999
+WEIGHT_DECAY = 0.01  # PAPER: BERT §A.2, L2 weight decay 0.01 (not on biases and LayerNorm)
+WARMUP_ITERS = 10_000  # PAPER: BERT §A.2, warmup over the first 10,000 steps, then linear decay
+MAX_ITERS = 1_000_000  # PAPER: BERT §A.2, 1,000,000 steps (see PRESETS for what a laptop runs)
+GRAD_CLIP = 1.0  # BERT's released code clips the global gradient norm at 1.0
+
+# --- run --------------------------------------------------------------------------------------------------
+EVAL_INTERVAL = 500  # steps between validation passes (and checkpoints)
+EVAL_ITERS = 20  # validation batches per pass, the same ones every time
+KEEP_CHECKPOINTS = 3  # newest checkpoints kept in OUT_DIR
+RESUME = ""  # "latest" or a checkpoint path: continue that run exactly
+OUT_DIR = str(REPO_ROOT / "checkpoints" / "project3")  # checkpoints, metrics.jsonl, loss curve
+SEED = 1337  # one seed for weights, pairs, masks and dropout
+DEVICE = "auto"  # auto = cuda > mps > cpu, or name one
+PRESET = "auto"  # auto = gpu preset on a GPU, cpu preset on a CPU
+
+# --- embed.py ---------------------------------------------------------------------------------------------
+CHECKPOINT = "latest"  # "latest" in OUT_DIR, or a checkpoint path
+HF_DIR = ""  # a transformers-layout BERT folder (e.g. bert-base-uncased) instead of our checkpoint
+TEXT = "The river flowed past the old [MASK] of the town."  # fill-in-the-blank: a sentence with [MASK]
+TOP_K = 5  # predictions shown for each [MASK]
+WORD = "bank"  # contextual embeddings: the word compared across contexts (a frequent one is used if it is rare)
+CONTEXTS = 8  # sentences containing WORD to compare
+
+# The models of the paper, for reference (BERT §3; FFN 4H, 512 positions, 2 segments).
+BERT_BASE = dict(N_LAYER=12, N_HEAD=12, N_EMBD=768, BLOCK_SIZE=512, VOCAB_SIZE=30522)  # 110M parameters
+BERT_LARGE = dict(N_LAYER=24, N_HEAD=16, N_EMBD=1024, BLOCK_SIZE=512, VOCAB_SIZE=30522)  # 340M parameters
+
+# What a laptop can afford. Only the names listed change; everything else keeps the values above.
+PRESETS = {
+    # A laptop GPU (RTX 3050-class, 4 GB): 10,000 steps of a 6-layer BERT in minutes.
+    "gpu": dict(
+        N_LAYER=6, N_HEAD=6, N_EMBD=384, BLOCK_SIZE=128, BATCH_SIZE=64, LEARNING_RATE=5e-4,
+        WARMUP_ITERS=500, MAX_ITERS=10_000,
+    ),
+    # Two CPU cores: a 4-layer BERT that learns the corpus's words and topics in a few minutes.
+    "cpu": dict(
+        N_LAYER=4, N_HEAD=4, N_EMBD=256, BLOCK_SIZE=128, BATCH_SIZE=32, VOCAB_SIZE=4096, LEARNING_RATE=1e-3,
+        WARMUP_ITERS=100, MAX_ITERS=500, EVAL_INTERVAL=100, EVAL_ITERS=10,
+    ),
+}

@@ -1,0 +1,318 @@
+"""BERT (Devlin et al. 2018), "Pre-training of Deep Bidirectional Transformers for Language Understanding".
+
+Chapter 1's GPT-1 with the causal mask taken out: every token reads every other token, so the model cannot be
+asked for the next token (it would see it) and is trained instead to fill in masked tokens (MLM) and to tell
+whether sentence B follows sentence A (NSP). The blocks are post-LN like GPT-1's. New: a segment embedding
+(sentence A or B), a LayerNorm on the embedding sum, a padding mask, and two heads, an MLM head tied to the
+token embedding and an NSP head that reads the [CLS] position through the pooler.
+
+Read top to bottom: BertConfig -> BidirectionalSelfAttention -> MLP -> Block -> BERT -> released weights.
+Shapes: B batch, T sequence length, C = n_embd, nh = n_head, hs = C // nh head size, V vocabulary size,
+N number of masked positions.
+"""
+
+import json
+import math
+import pickle
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from torch import Tensor
+from torch.nn import functional as F
+
+LN_EPS = 1e-12  # google-research/bert modeling.py layer_norm (transformers' BERT: layer_norm_eps=1e-12)
+
+
+@dataclass
+class BertConfig:
+    """The defaults are BERT-base; only the vocabulary depends on the tokenizer. Two segments (A, B), fixed."""
+
+    vocab_size: int  # PAPER: BERT §3 (30,000-token WordPiece; the released uncased vocabulary has 30,522)
+    block_size: int = 512  # PAPER: BERT §A.2 (sequences of at most 512 tokens; learned positions)
+    n_layer: int = 12  # PAPER: BERT §3, BERT-base L = 12
+    n_head: int = 12  # PAPER: BERT §3, BERT-base A = 12
+    n_embd: int = 768  # PAPER: BERT §3, BERT-base H = 768 (feed-forward size 4H = 3072)
+    dropout: float = 0.1  # PAPER: BERT §A.2 (dropout 0.1 on all layers)
+    fast_attention: bool = True  # False: the explicit softmax you can read; same numbers, slower
+
+    def __post_init__(self):
+        if self.n_embd % self.n_head:
+            raise SystemExit(
+                f"error: n_embd ({self.n_embd}) is not divisible by n_head ({self.n_head}); "
+                "choose sizes where every head gets n_embd / n_head dimensions"
+            )
+
+
+class BidirectionalSelfAttention(nn.Module):
+    """Chapter 1's CausalSelfAttention minus the causal mask: position t reads all positions, before and after.
+
+    "Bidirectional" is not an added mechanism but a removed one. What stays is a padding mask: sequences of
+    different lengths share a batch by padding, and no real token may read a padding position (every query
+    still gets a softmax over the real keys of its own sequence).
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.n_head = config.n_head
+        self.dropout = config.dropout
+        self.fast = config.fast_attention
+        # BERT's linear layers have biases (the draft had bias=False). BERT keeps query, key and value as three
+        # layers; one layer three times as wide computes the same thing (from_hf concatenates them).
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        # No mask buffer: that, and nothing else, is the difference from GPT.
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """x (B, T, C); mask (B, 1, 1, T) bool, True where the key is a real token, or None (no padding)."""
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C); the draft split by an unset self.n_embd
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        if self.fast:
+            dropout_p = self.dropout if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)  # (B, nh, T, hs)
+        else:
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))  # (B, nh, T, T)
+            # GPT hid the future here. BERT hides only padding keys (google-research/bert adds -10000 to
+            # their scores; -inf gives them weight exactly 0).
+            if mask is not None:
+                att = att.masked_fill(~mask, float("-inf"))
+            att = self.attn_dropout(F.softmax(att, dim=-1))  # each row sums to 1 over the real tokens
+            y = att @ v  # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again: (B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+    """The position-wise feed-forward network, 4x wider inside."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)  # PAPER: BERT §3 (feed-forward size 4H)
+        # The exact (erf) GELU, as google-research/bert first shipped it and as transformers runs the released
+        # weights (hidden_act "gelu"); that repository later switched to the tanh approximation.
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))  # (B, T, C) -> (B, T, 4C) -> (B, T, C)
+
+
+class Block(nn.Module):
+    """One encoder block, post-LN as in the original Transformer and GPT-1: LN(x + attn(x)), LN(h + mlp(h))."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.attn = BidirectionalSelfAttention(config)
+        self.ln_1 = nn.LayerNorm(config.n_embd, eps=LN_EPS)
+        self.mlp = MLP(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, eps=LN_EPS)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:  # (B, T, C) -> (B, T, C)
+        x = self.ln_1(x + self.attn(x, mask))
+        return self.ln_2(x + self.mlp(x))
+
+
+class BERT(nn.Module):
+    """The encoder and its two pre-training heads: token ids (B, T) -> MLM logits and NSP logits."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        C = config.n_embd
+        self.embeddings = nn.ModuleDict(
+            dict(
+                token=nn.Embedding(config.vocab_size, C),
+                position=nn.Embedding(config.block_size, C),  # PAPER: BERT §3 (learned positions)
+                segment=nn.Embedding(2, C),  # PAPER: BERT §3, Fig. 2 (sentence A = 0, sentence B = 1)
+                norm=nn.LayerNorm(C, eps=LN_EPS),  # the draft had none: BERT normalises the sum, then drops out
+                drop=nn.Dropout(config.dropout),
+            )
+        )
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        # Post-LN: the last block already ends in a LayerNorm, so there is no final one (the draft had ln_f).
+        # google-research/bert's pooler: dense + tanh on the [CLS] state, the input of the NSP head. A trained
+        # layer made once here (the draft built a new random one in every forward).
+        self.pooler = nn.Sequential(OrderedDict(dense=nn.Linear(C, C), act=nn.Tanh()))
+        # PAPER: BERT §3.1 Task #1. google-research/bert's MLM head transforms each state first (dense, GELU,
+        # LayerNorm), then scores it against every token embedding (tied, Press & Wolf 2017) plus its own bias.
+        head = dict(dense=nn.Linear(C, C), act=nn.GELU(), norm=nn.LayerNorm(C, eps=LN_EPS),
+                    decoder=nn.Linear(C, config.vocab_size))
+        self.mlm_head = nn.Sequential(OrderedDict(head))
+        self.mlm_head.decoder.weight = self.embeddings.token.weight
+        self.nsp_head = nn.Linear(C, 2)  # PAPER: BERT §3.1 Task #2; index 1 = IsNext, 0 = NotNext (ours)
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        # google-research/bert draws weights from N(0, 0.02) (initializer_range; truncated at 2 std there, plain
+        # in transformers and here); biases start at zero and LayerNorms at the identity (PyTorch's default).
+        if isinstance(module, nn.Linear | nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def encode(
+        self, input_ids: Tensor, segment_ids: Tensor | None = None, attention_mask: Tensor | None = None
+    ) -> Tensor:
+        """Final hidden states (B, T, C), the contextual embeddings. attention_mask (B, T): 1 real, 0 padding."""
+        B, T = input_ids.shape
+        if T > self.config.block_size:
+            raise ValueError(f"sequence of {T} tokens is longer than block_size {self.config.block_size}")
+        if segment_ids is None:
+            segment_ids = torch.zeros_like(input_ids)  # one sentence: everything is sentence A
+        emb = self.embeddings
+        pos = torch.arange(T, device=input_ids.device)  # (T,)
+        x = emb.token(input_ids) + emb.position(pos) + emb.segment(segment_ids)  # (B,T,C) + (T,C) + (B,T,C)
+        x = emb.drop(emb.norm(x))  # (B, T, C)
+        mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+        for block in self.blocks:
+            x = block(x, mask)  # (B, T, C)
+        return x
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        segment_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        masked: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """MLM logits (B, T, V), or (N, V) at the N positions where `masked` (B, T) is True; NSP logits (B, 2).
+
+        Only masked positions are scored in pre-training, and the head's V x C product is its biggest cost, so
+        BERT's own code gathers them before the head (the draft scored every position).
+        """
+        x = self.encode(input_ids, segment_ids, attention_mask)  # (B, T, C)
+        nsp_logits = self.nsp_head(self.pooler(x[:, 0]))  # [CLS] (B, C) -> pooled (B, C) -> (B, 2)
+        if masked is not None:
+            x = x[masked]  # (N, C), in row-major order of the True positions
+        return self.mlm_head(x), nsp_logits  # (B, T, V) or (N, V)
+
+    def num_parameters(self, non_embedding: bool = False) -> int:
+        """Parameter count, the tied decoder counted once. non_embedding=True leaves out the three tables."""
+        params = {id(p): p for p in self.parameters()}
+        if non_embedding:
+            for table in ("token", "position", "segment"):
+                params.pop(id(self.embeddings[table].weight))
+            params.pop(id(self.mlm_head.decoder.weight), None)  # already gone while tied
+        return sum(p.numel() for p in params.values())
+
+    @classmethod
+    def from_hf(cls, folder: str | Path) -> "BERT":
+        """Load a BERT saved in the Hugging Face transformers layout (e.g. Google's released bert-base-uncased).
+
+        The folder holds config.json and model.safetensors or pytorch_model.bin, as written by
+        BertForPreTraining.save_pretrained. Anything else ends the program with one line saying what is wrong.
+        """
+        folder = Path(folder)
+        hf = _read_hf_config(folder)
+        config = BertConfig(
+            vocab_size=hf["vocab_size"],
+            block_size=hf["max_position_embeddings"],
+            n_layer=hf["num_hidden_layers"],
+            n_head=hf["num_attention_heads"],
+            n_embd=hf["hidden_size"],
+            dropout=hf.get("hidden_dropout_prob", 0.1),  # the released models use 0.1 everywhere
+        )
+        model = cls(config)
+        weights = _read_hf_weights(folder)
+        with torch.no_grad():
+            for name, param in model.named_parameters():  # yields the tied decoder once, as the token table
+                param.copy_(_hf_tensor(weights, name, param.shape, folder))
+        return model
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Loading released weights. transformers keeps google-research/bert's names (bert.embeddings.word_embeddings,
+# bert.encoder.layer.{i}.attention.self.query, ..., cls.predictions, cls.seq_relationship). Query, key and value
+# are three layers there and one (c_attn) here; and transformers' NSP class 0 is IsNext, ours is 1, so the NSP
+# head's two rows swap places. Everything else maps one to one.
+
+_HF_NAMES = [  # applied in order to our parameter name
+    ("embeddings.token.", "bert.embeddings.word_embeddings."),
+    ("embeddings.position.", "bert.embeddings.position_embeddings."),
+    ("embeddings.segment.", "bert.embeddings.token_type_embeddings."),
+    ("embeddings.norm.", "bert.embeddings.LayerNorm."),
+    ("blocks.", "bert.encoder.layer."),
+    (".attn.c_proj.", ".attention.output.dense."),
+    (".ln_1.", ".attention.output.LayerNorm."),
+    (".mlp.c_fc.", ".intermediate.dense."),
+    (".mlp.c_proj.", ".output.dense."),
+    (".ln_2.", ".output.LayerNorm."),
+    ("pooler.dense.", "bert.pooler.dense."),
+    ("mlm_head.dense.", "cls.predictions.transform.dense."),
+    ("mlm_head.norm.", "cls.predictions.transform.LayerNorm."),
+    ("mlm_head.decoder.bias", "cls.predictions.bias"),
+    ("nsp_head.", "cls.seq_relationship."),
+]
+_HF_HINT = "expected a folder written by BertForPreTraining.save_pretrained (config.json + model.safetensors)"
+
+
+def _read_hf_config(folder: Path) -> dict:
+    path = folder / "config.json"
+    if not folder.is_dir():
+        raise SystemExit(f"error: {folder} is not a folder; {_HF_HINT}")
+    if not path.is_file():
+        raise SystemExit(f"error: no config.json in {folder}; {_HF_HINT}")
+    try:
+        hf = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SystemExit(f"error: {path} is not valid JSON ({e}); download the model again") from None
+    if hf.get("model_type") != "bert":
+        raise SystemExit(f"error: {folder} holds a {hf.get('model_type')!r} model, not 'bert'")
+    # Our BERT implements exactly the released architecture; refuse variants rather than load them wrongly.
+    expected = dict(hidden_act="gelu", layer_norm_eps=LN_EPS, type_vocab_size=2, tie_word_embeddings=True,
+                    intermediate_size=4 * hf.get("hidden_size", 0), position_embedding_type="absolute")
+    for key, value in expected.items():
+        if hf.get(key, value) != value:
+            raise SystemExit(f"error: {path} has {key}={hf[key]!r}; this BERT supports only {key}={value!r}")
+    return hf
+
+
+def _read_hf_weights(folder: Path) -> dict[str, Tensor]:
+    path = folder / "model.safetensors"
+    if not path.is_file():
+        path = folder / "pytorch_model.bin"
+    if not path.is_file():
+        raise SystemExit(f"error: no model.safetensors or pytorch_model.bin in {folder}; {_HF_HINT}")
+    try:
+        if path.suffix == ".safetensors":
+            weights = load_file(path)
+        else:  # weights_only: a .bin is a pickle, and a pickle from the internet could run code when loaded
+            weights = torch.load(path, map_location="cpu", weights_only=True)
+    except (SafetensorError, RuntimeError, pickle.UnpicklingError, EOFError):
+        raise SystemExit(f"error: cannot read the weights in {path} (truncated or not a weights file); "
+                         "download the model again") from None
+    # Checkpoints converted from TensorFlow name the LayerNorm parameters gamma and beta.
+    return {name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): t
+            for name, t in weights.items()}
+
+
+def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder: Path) -> Tensor:
+    """The tensor transformers stores for our parameter `name`, in our layout."""
+    hf_name = name
+    for ours, theirs in _HF_NAMES:
+        hf_name = hf_name.replace(ours, theirs)
+    parts = [hf_name]
+    if ".attn.c_attn." in hf_name:  # (3C, C) = query, key and value stacked
+        parts = [hf_name.replace(".attn.c_attn.", f".attention.self.{p}.") for p in ("query", "key", "value")]
+    for part in parts:
+        if part not in weights:
+            raise SystemExit(f"error: {folder} has no tensor {part!r}; it is not a complete BertForPreTraining "
+                             "checkpoint (both pre-training heads are needed)")
+    tensor = torch.cat([weights[part] for part in parts])
+    if name.startswith("nsp_head."):
+        tensor = tensor.flip(0)  # transformers: row 0 = IsNext; ours: row 1 = IsNext
+    if tensor.shape != shape:
+        raise SystemExit(f"error: {' + '.join(parts)} in {folder} has shape {tuple(tensor.shape)}, config.json "
+                         f"implies {tuple(shape)}; the folder mixes files from different models")
+    return tensor
