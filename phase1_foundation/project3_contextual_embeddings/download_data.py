@@ -1,0 +1,206 @@
+"""Prepare chapter 3's data, once: corpus -> tokenizer -> sentences as token ids, documents kept.
+
+    uv run python phase1_foundation/project3_contextual_embeddings/download_data.py --size small
+    uv run python phase1_foundation/project3_contextual_embeddings/download_data.py --size large
+    uv run python phase1_foundation/project3_contextual_embeddings/download_data.py --TEXT_FILE=my_notes.txt
+
+small is WikiText-2, large WikiText-103; offline, the embedded wiki-sample serves instead. `train.py` calls
+`prepare()` itself when nothing is prepared yet. Unlike chapter 1's flat token stream, BERT's next-sentence
+pairs need to know where every sentence and every document starts, so besides the tokens we keep two offset
+tables:
+
+    {split}.bin               the token ids of every sentence, one after another (no separators)
+    {split}_sentences.npy     int64 (S+1,): sentence s is tokens[sentences[s]:sentences[s+1]]
+    {split}_documents.npy     int64 (D+1,): document d is sentences documents[d]:documents[d+1]
+    meta.json                 written last: its presence means the rest is complete
+"""
+
+import json
+import os
+import sys
+from array import array
+from collections.abc import Iterable
+from itertools import chain
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+from tqdm import tqdm
+
+from common.config import load_config
+from common.corpora import network_available, prepare_corpus, split_paragraphs, split_sentences
+from common.tokenizers import SentencePieceTokenizer
+from common.tokens import CHUNK_TOKENS, SPLITS, DocumentSplit, TokenWriter, read_meta, token_dtype
+from phase1_foundation.project3_contextual_embeddings import config
+
+# PAPER: BERT §3 uses [CLS] to open every input and [SEP] to close each segment; [MASK] stands in for the
+# tokens to predict (§3.1). Fixed ids 0..4, so the model and the data agree without reading the tokenizer.
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(5)
+
+SIZES = {"small": "wikitext-2", "large": "wikitext-103"}  # --SIZE -> the corpus `auto` downloads when online
+SUFFIXES = (".bin", "_sentences.npy", "_documents.npy")  # a split's files: tokens, sentence, document offsets
+
+
+def corpus_name(cfg: SimpleNamespace) -> str:
+    """`auto`: WikiText (the Wikipedia half of BERT's data) when online, the embedded wiki-sample offline."""
+    if cfg.SIZE not in SIZES:
+        raise SystemExit(f"error: --SIZE={cfg.SIZE} is not a size; use --SIZE=small or --SIZE=large")
+    if cfg.CORPUS != "auto" or cfg.TEXT_FILE:
+        return cfg.CORPUS
+    if network_available():
+        return SIZES[cfg.SIZE]
+    print(f"offline: using the embedded wiki-sample corpus ({SIZES[cfg.SIZE]} downloads when online)")
+    return "wiki-sample"
+
+
+def document_sentences(text: str) -> list[str]:
+    """A document's sentences, paragraph by paragraph: NSP's "next sentence" is the one that follows here."""
+    return [s for p in split_paragraphs(text) for s in split_sentences(p.replace("\n", " "))]
+
+
+def encode_sentence(tokenizer, sentence: str) -> list[int]:
+    """Token ids of one sentence, with the space that precedes it in running text.
+
+    The tokenizer learned words with their leading space ("▁the"); without one, every sentence's first word
+    would be spelt in rarer pieces than the same word anywhere else. Encode your own text the same way.
+    """
+    return tokenizer.encode(" " + sentence)
+
+
+def prepare(cfg: SimpleNamespace) -> Path:
+    """Return the folder holding tokenizer + sentence files for this config, building it if it is missing."""
+    corpus = prepare_corpus(corpus_name(cfg), Path(cfg.DATA_DIR), cfg.TEXT_FILE)
+    print(f"corpus: {corpus.describe()}")
+    out_dir = Path(cfg.DATA_DIR) / "project3" / f"{corpus.path.stem}-sp{cfg.VOCAB_SIZE}"
+    if (out_dir / "meta.json").exists() and read_meta(out_dir)["val_fraction"] == cfg.VAL_FRACTION:
+        return out_dir
+
+    # BPE like chapter 1, not BERT's WordPiece: both grow a vocabulary by merging pieces, and SentencePiece's
+    # byte fallback means no word ever becomes [UNK].
+    print(f"training a bpe tokenizer on {corpus.name} ...")
+    tokenizer = SentencePieceTokenizer.train(
+        corpus.iter_documents(), out_dir, cfg.VOCAB_SIZE,
+        model_type="bpe", special_tokens=SPECIAL_TOKENS, unk_token="[UNK]",
+    )
+    print(f"encoding {corpus.name} sentence by sentence with {tokenizer.vocab_size:,} tokens ...")
+    meta = write_sentence_files(
+        corpus.iter_documents(), tokenizer, out_dir, val_fraction=cfg.VAL_FRACTION,
+        extra_meta={"corpus": corpus.name, "corpus_path": str(corpus.path)},
+    )
+    for split, counts in meta["counts"].items():
+        print(f"{split}: {counts['tokens']:,} tokens, {counts['sentences']:,} sentences, "
+              f"{counts['documents']:,} documents")
+    print(f"wrote {out_dir}")
+    return out_dir
+
+
+def write_sentence_files(
+    documents: Iterable[str], tokenizer, out_dir: Path, *, val_fraction: float, extra_meta: dict | None = None
+) -> dict:
+    """Encode `documents` sentence by sentence into the files listed at the top; return the meta dict.
+
+    Documents go whole to train or val by chapter 1's rule (common.tokens.DocumentSplit): val pairs come from
+    documents training never saw, and a NotNext B, drawn from another document of the same split, too.
+    Documents of one sentence give no IsNext pair but still serve masked LM and NotNext: kept. Empty ones are
+    skipped (their index still counts in val_documents). Tokens are streamed to disk; only the offsets stay in
+    memory.
+    """
+    document_split = DocumentSplit(val_fraction)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dtype = token_dtype(tokenizer.vocab_size)
+    tmp = {f"{split}{suffix}": out_dir / f"{split}{suffix}.tmp" for split in SPLITS for suffix in SUFFIXES}
+    sentences = {name: array("q", [0]) for name in SPLITS}  # offsets into each split's tokens
+    docs = {name: array("q", [0]) for name in SPLITS}  # offsets into each split's sentences
+    val_documents, n_documents = [], 0
+    try:
+        with (TokenWriter(tmp["train.bin"], CHUNK_TOKENS) as train,
+              TokenWriter(tmp["val.bin"], CHUNK_TOKENS) as val):
+            writers = {"train": train, "val": val}
+            for text in tqdm(documents, desc="encoding", unit=" documents", disable=None):
+                ids = [encode_sentence(tokenizer, s) for s in document_sentences(text)]
+                n_documents += 1
+                if not ids:
+                    continue
+                lengths = np.cumsum([len(s) for s in ids])
+                name = "val" if document_split.to_val(int(lengths[-1])) else "train"
+                if name == "val":
+                    val_documents.append(n_documents - 1)
+                writers[name].append(np.fromiter(chain.from_iterable(ids), dtype, count=int(lengths[-1])))
+                sentences[name].extend((sentences[name][-1] + lengths).tolist())
+                docs[name].append(len(sentences[name]) - 1)
+        counts = {
+            name: {"documents": len(docs[name]) - 1, "sentences": len(sentences[name]) - 1,
+                   "tokens": sentences[name][-1]}
+            for name in SPLITS
+        }
+        if not all(c["documents"] for c in counts.values()):
+            raise SystemExit(
+                f"error: {n_documents} document(s) split into {counts['train']['documents']} train and "
+                f"{counts['val']['documents']} val; give more (two blank lines end a document in a text file)"
+            )
+        for name in SPLITS:
+            with open(tmp[f"{name}_sentences.npy"], "wb") as f:
+                np.save(f, np.asarray(sentences[name], dtype=np.int64))
+            with open(tmp[f"{name}_documents.npy"], "wb") as f:
+                np.save(f, np.asarray(docs[name], dtype=np.int64))
+        meta = {
+            "dtype": dtype.name,
+            "vocab_size": tokenizer.vocab_size,
+            "counts": counts,
+            "documents": n_documents,
+            "val_fraction": val_fraction,
+            "val_documents": val_documents,
+            **(extra_meta or {}),
+        }
+        (out_dir / "meta.json").unlink(missing_ok=True)  # from here on, no meta.json = not finished
+        for name, path in tmp.items():
+            os.replace(path, out_dir / name)
+        (out_dir / "meta.json.tmp").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+        os.replace(out_dir / "meta.json.tmp", out_dir / "meta.json")
+    finally:
+        for path in tmp.values():
+            path.unlink(missing_ok=True)
+    return meta
+
+
+def load_split(folder: Path, split: str) -> tuple[np.memmap, np.ndarray, np.ndarray]:
+    """(tokens memmap, sentence offsets, document offsets) of one split, checked against meta.json."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
+    folder = Path(folder)
+    meta = read_meta(folder)
+    counts = meta["counts"][split]
+    tokens_path, sentences_path, documents_path = paths = [folder / f"{split}{suffix}" for suffix in SUFFIXES]
+    size = counts["tokens"] * np.dtype(meta["dtype"]).itemsize
+    complete = all(path.exists() for path in paths) and tokens_path.stat().st_size == size
+    if complete:
+        sentences, documents = np.load(sentences_path), np.load(documents_path)
+        complete = (len(sentences) == counts["sentences"] + 1 and sentences[-1] == counts["tokens"]
+                    and len(documents) == counts["documents"] + 1 and documents[-1] == counts["sentences"])
+    if not complete:
+        raise SystemExit(f"error: the {split} files in {folder} are missing or incomplete; delete {folder} "
+                         "and run download_data.py")
+    return np.memmap(tokens_path, dtype=meta["dtype"], mode="r"), sentences, documents
+
+
+def _size_flag(argv: list[str]) -> list[str]:
+    """The draft's `--size small` (or `--size=large`) is `--SIZE=small`."""
+    out = []
+    for arg in argv:
+        if out and out[-1] == "--size":
+            out[-1] = f"--SIZE={arg}"
+        elif arg.startswith("--size="):
+            out.append("--SIZE=" + arg.removeprefix("--size="))
+        else:
+            out.append(arg)
+    return out
+
+
+def main(argv: list[str] | None = None) -> Path:
+    return prepare(load_config(config, _size_flag(sys.argv[1:] if argv is None else argv)))
+
+
+if __name__ == "__main__":
+    main()

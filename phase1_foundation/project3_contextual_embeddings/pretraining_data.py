@@ -1,0 +1,204 @@
+"""BERT's two pre-training tasks as batches: masked tokens to recover and sentence pairs to judge.
+
+    batches = PairBatches(*load_split(folder, "train"), block_size=128, batch_size=32, device=device,
+                          seed=1337, vocab_size=4096, mlm_prob=0.15, mask_share=0.8, random_share=0.1)
+    batch = batches.next()  # input_ids, segment_ids, attention_mask, mlm_labels (B, T); nsp_labels (B,)
+
+PAPER: BERT §3.1 and Appendix A.1; the details (how segments are packed, truncated and masked) follow
+google-research/bert's create_pretraining_data.py. BERT wrote its pairs to disk once, with 10 different
+maskings of each; we draw fresh pairs and fresh masks for every batch, the "dynamic masking" RoBERTa (§4.1)
+found slightly better, and a resumed run sees the same batches because every draw comes from one saved
+generator.
+"""
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from phase1_foundation.project3_contextual_embeddings.download_data import (
+    CLS_ID,
+    MASK_ID,
+    PAD_ID,
+    SEP_ID,
+    SPECIAL_TOKENS,
+)
+
+N_SPECIAL = len(SPECIAL_TOKENS)  # ids below this are special: never chosen, never drawn as a random token
+IGNORE = -100  # F.cross_entropy's ignore_index: no MLM loss at this position
+
+
+def mask_tokens(
+    input_ids: Tensor,
+    *,
+    vocab_size: int,
+    mlm_prob: float = 0.15,
+    mask_share: float = 0.8,
+    random_share: float = 0.1,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Choose tokens to predict and corrupt them: (masked_ids, labels), both (B, T) long.
+
+    PAPER: BERT §3.1. In each sequence, max(1, round(n * mlm_prob)) of its n ordinary tokens are chosen,
+    uniformly without replacement (create_pretraining_data.py picks an exact count, not a coin per token, so
+    no sequence goes without a target). Of the chosen: mask_share become [MASK], random_share a random
+    ordinary token, the rest stay as they are. The model cannot tell which unmasked tokens are targets, so it
+    must keep a good representation of every token, and fine-tuning, which never shows [MASK], is less of a
+    surprise. labels hold the original token at chosen positions (also those left unchanged) and -100
+    elsewhere. Special tokens, padding included, are never chosen, and the random replacement is never one
+    (BERT's code drew it from the whole vocabulary, [CLS] and [SEP] included).
+
+    Vectorised: a random key per position, specials pushed to the end; a position is chosen when its key's
+    rank within the row is below the row's count.
+    """
+    device = generator.device if generator is not None else input_ids.device  # draw where the generator lives
+    ids = input_ids.to(device)
+    ordinary = ids >= N_SPECIAL  # (B, T)
+    n = ordinary.sum(dim=1)  # (B,)
+    count = torch.where(n > 0, (n * mlm_prob).round().long().clamp(min=1), 0)  # (B,)
+    key = torch.rand(ids.shape, generator=generator, device=device).masked_fill(~ordinary, 2.0)  # (B, T)
+    rank = key.argsort(dim=1).argsort(dim=1)  # (B, T): 0 for the smallest key of the row, 1 for the next, ...
+    chosen = rank < count[:, None]  # (B, T): exactly count[b] ordinary positions in row b
+    action = torch.rand(ids.shape, generator=generator, device=device)  # (B, T)
+    random_ids = torch.randint(N_SPECIAL, vocab_size, ids.shape, generator=generator, device=device)  # (B, T)
+    masked = torch.where(chosen & (action < mask_share), MASK_ID, ids)
+    replace = chosen & (action >= mask_share) & (action < mask_share + random_share)  # (B, T)
+    masked = torch.where(replace, random_ids, masked)
+    labels = torch.where(chosen, ids, IGNORE)
+    return masked.to(input_ids.device), labels.to(input_ids.device)
+
+
+def truncated_lengths(len_a: np.ndarray, len_b: np.ndarray, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """The lengths BERT's truncate_seq_pair leaves: it removes one token at a time from the longer segment
+    (from B on a tie) until the pair fits in max_tokens. Worked out in closed form, for a batch at once.
+
+    Cutting the longer side keeps short segments whole; once the two are level they shrink together, A ending
+    up with ceil(max_tokens / 2) and B with floor(max_tokens / 2).
+    """
+    over = len_a + len_b > max_tokens
+    keep_b = np.minimum(len_b, np.maximum(max_tokens - len_a, max_tokens // 2))
+    return np.where(over, max_tokens - keep_b, len_a), np.where(over, keep_b, len_b)
+
+
+class PairBatches:
+    """Batches of [CLS] A [SEP] B [SEP] pairs, masked, from one split's sentence files (see download_data.py).
+
+    PAPER: BERT §3.1 Task #2 and create_instances_from_document. A is one or more consecutive sentences of a
+    document; B is what really follows them (IsNext, label 1) half of the time, and otherwise consecutive
+    sentences from a random point of a random DIFFERENT document (NotNext, label 0): a random sentence of the
+    same document could be the true continuation (the draft's bug), or near enough to read as one. A and B
+    together are first made about block_size - 3 tokens long (so little of a batch is padding), then trimmed
+    to fit as truncate_seq_pair does: the longer side loses a token at a time, front or back at random.
+
+    Every pair is drawn the same way up to the label, so A alone says nothing about the answer: a chunk of
+    consecutive sentences of one document, filled to the target length and at least two sentences long, is
+    cut at a random sentence boundary into A and its true continuation. BERT makes a one-sentence chunk
+    NotNext by force; our chunks always have two, so IsNext stays at exactly half.
+
+    use_nsp=False (RoBERTa, §4.2): B is always the real continuation, so the pair is just contiguous text; the
+    label stays 1 and the model's NSP loss should be left out.
+
+    All randomness comes from one private CPU generator: the same seed gives the same batches on any device,
+    and state_dict() lets a resumed run continue them exactly.
+    """
+
+    def __init__(
+        self,
+        tokens: np.ndarray,
+        sentences: np.ndarray,
+        documents: np.ndarray,
+        block_size: int,
+        batch_size: int,
+        device: torch.device,
+        seed: int,
+        *,
+        use_nsp: bool = True,
+        vocab_size: int,
+        mlm_prob: float,
+        mask_share: float,
+        random_share: float,
+    ):
+        if block_size < 5:
+            raise SystemExit(f"error: --BLOCK_SIZE={block_size} cannot hold [CLS] A [SEP] B [SEP]; use 5+")
+        if not (0 < mlm_prob <= 1 and min(mask_share, random_share) >= 0 and mask_share + random_share <= 1):
+            raise SystemExit(f"error: need 0 < MLM_PROB <= 1 and MASK_TOKEN_SHARE + RANDOM_TOKEN_SHARE <= 1, "
+                             f"got {mlm_prob} and {mask_share} + {random_share}")
+        self.n_documents = len(documents) - 1
+        self.doc_of = np.repeat(np.arange(self.n_documents), np.diff(documents))  # (S,) document of each
+        self.doc_end = documents[1:][self.doc_of]  # (S,) the sentence after the end of each one's document
+        self.starts = np.flatnonzero(np.arange(len(self.doc_of)) + 1 < self.doc_end)  # (N,) with a successor
+        if use_nsp and self.n_documents < 2 or not len(self.starts):
+            raise SystemExit(
+                f"error: {self.n_documents} document(s), {len(self.starts)} sentence(s) followed by another; "
+                "pairs need 2 documents and a document of 2 sentences: use a bigger corpus or --VAL_FRACTION"
+            )
+        self.tokens, self.sentences, self.documents = tokens, sentences, documents
+        self.block_size, self.batch_size, self.use_nsp = block_size, batch_size, use_nsp
+        self.masking = dict(vocab_size=vocab_size, mlm_prob=mlm_prob, mask_share=mask_share,
+                            random_share=random_share)
+        self.device = torch.device(device)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def _draw_pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Token ranges [start, end) of A and of B, (B, 2) each, and the labels (B,): 1 IsNext, 0 NotNext."""
+        g, B, off = self.generator, self.batch_size, self.sentences
+        target = self.block_size - 3  # PAPER: create_pretraining_data.py's max_num_tokens: [CLS], 2x [SEP]
+        # The same draws for every batch, whatever the labels: the generator's state depends only on the step.
+        start = self.starts[torch.randint(len(self.starts), (B,), generator=g).numpy()]  # (B,) A's first
+        cut_at = torch.rand(B, generator=g).numpy()  # (B,) where in its chunk A ends
+        is_next = (torch.rand(B, generator=g) < 0.5).numpy() | (not self.use_nsp)  # (B,)
+        other = torch.randint(max(self.n_documents - 1, 1), (B,), generator=g).numpy()  # (B,) NotNext's ...
+        other_at = torch.rand(B, generator=g).numpy()  # (B,) ... and where in it B starts
+
+        # The chunk: sentences from `start` on until the target length is reached; at least 2, one document.
+        chunk_end = np.searchsorted(off, off[start] + target).clip(start + 2, self.doc_end[start])  # (B,)
+        a_end = start + 1 + (cut_at * (chunk_end - start - 1)).astype(np.int64)  # (B,) start+1 .. chunk_end-1
+        a = np.stack([off[start], off[a_end]], axis=1)  # (B, 2)
+        real_b = np.stack([off[a_end], off[chunk_end]], axis=1)  # (B, 2)
+
+        # NotNext: a document other than A's, from a random sentence of it on, filled up to what A left of
+        # the target (at least one sentence).
+        other = (self.doc_of[start] + 1 + other) % self.n_documents  # (B,) uniform over the other documents
+        first, last = self.documents[other], self.documents[other + 1]  # (B,) its sentences
+        b_start = first + (other_at * (last - first)).astype(np.int64)  # (B,)
+        b_end = np.searchsorted(off, off[b_start] + target - (a[:, 1] - a[:, 0])).clip(b_start + 1, last)
+        random_b = np.stack([off[b_start], off[b_end]], axis=1)  # (B, 2)
+        return a, np.where(is_next[:, None], real_b, random_b), is_next.astype(np.int64)
+
+    def _truncate(self, a: np.ndarray, b: np.ndarray) -> None:
+        """Trim the ranges in place to fit block_size - 3, each token from the front or back at random."""
+        len_a, len_b = a[:, 1] - a[:, 0], b[:, 1] - b[:, 0]  # (B,)
+        keep_a, keep_b = truncated_lengths(len_a, len_b, self.block_size - 3)  # (B,)
+        cut = torch.from_numpy(np.stack([len_a - keep_a, len_b - keep_b], axis=1)).double()  # (B, 2)
+        # Each trimmed token is a fair coin, front or back: how many come off the front is binomial.
+        front = torch.binomial(cut, torch.full_like(cut, 0.5), generator=self.generator)  # (B, 2)
+        front = front.long().numpy()
+        for ranges, keep, from_front in ((a, keep_a, front[:, 0]), (b, keep_b, front[:, 1])):
+            ranges[:, 0] += from_front
+            ranges[:, 1] = ranges[:, 0] + keep
+
+    def next(self) -> dict[str, Tensor]:
+        """input_ids (masked), segment_ids, attention_mask, mlm_labels: (B, T) long; nsp_labels: (B,) long."""
+        B, T = self.batch_size, self.block_size
+        a, b, nsp = self._draw_pairs()
+        self._truncate(a, b)
+        ids = torch.full((B, T), PAD_ID, dtype=torch.long)  # (B, T)
+        segments = torch.zeros(B, T, dtype=torch.long)  # (B, T)
+        attention = torch.zeros(B, T, dtype=torch.long)  # (B, T)
+        for row, ((a0, a1), (b0, b1)) in enumerate(zip(a, b, strict=True)):
+            pair = np.concatenate([[CLS_ID], self.tokens[a0:a1], [SEP_ID], self.tokens[b0:b1], [SEP_ID]])
+            ids[row, : len(pair)] = torch.from_numpy(pair.astype(np.int64))
+            segments[row, a1 - a0 + 2 : len(pair)] = 1  # PAPER: §3 Fig. 2, E_B for B and its closing [SEP]
+            attention[row, : len(pair)] = 1
+        input_ids, mlm_labels = mask_tokens(ids, generator=self.generator, **self.masking)
+        batch = dict(input_ids=input_ids, segment_ids=segments, attention_mask=attention,
+                     mlm_labels=mlm_labels, nsp_labels=torch.from_numpy(nsp))
+        if self.device.type == "cuda":
+            # Page-locked memory lets the copies run asynchronously while the GPU is still busy.
+            return {k: v.pin_memory().to(self.device, non_blocking=True) for k, v in batch.items()}
+        return {k: v.to(self.device) for k, v in batch.items()}
+
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state()}  # a uint8 tensor: loads with weights_only=True
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["generator"].cpu())  # cpu(): in case it was loaded with map_location
