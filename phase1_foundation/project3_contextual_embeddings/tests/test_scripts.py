@@ -1,0 +1,98 @@
+"""The chapter's commands, end to end at a tiny size: prepare, train, resume, embed."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from phase1_foundation.project3_contextual_embeddings import embed, train
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def losses(out_dir):
+    lines = (out_dir / "metrics.jsonl").read_text().splitlines()
+    keys = ("step", "train_mlm_loss", "train_nsp_loss", "val_mlm_loss", "val_nsp_accuracy")
+    return [tuple(record.get(key) for key in keys) for record in map(json.loads, lines)]
+
+
+def test_train_writes_checkpoints_curves_and_summary(tiny, tmp_path, capsys):
+    summary = train.main([*tiny, f"--OUT_DIR={tmp_path}"])
+    names = sorted(p.name for p in tmp_path.glob("bert_iter*.pt"))
+    assert len(names) == 2 and names[1].startswith("bert_iter20_loss")
+    assert (tmp_path / "loss.png").read_bytes()[:8] == PNG
+    assert [record[0] for record in losses(tmp_path)] == list(range(1, 21))
+    out = capsys.readouterr().out
+    assert "validation MLM accuracy" in out and "validation NSP accuracy" in out
+    for key in ("val_mlm_accuracy", "val_most_frequent_accuracy", "val_nsp_accuracy", "val_nsp_standard_error"):
+        assert 0 <= summary[key] <= 1
+    assert summary["tokens_per_second"] > 0 and summary["wall_seconds"] > 0
+    assert summary["val_mlm_loss"] < math.log(512)  # below a uniform guess over the 512 tokens: it learned something
+
+
+def test_mlm_only_run_has_no_nsp_metrics(tiny, tmp_path):
+    summary = train.main([*tiny, f"--OUT_DIR={tmp_path}", "--USE_NSP=false", "--MAX_ITERS=10"])
+    assert "val_nsp_accuracy" not in summary and "val_mlm_accuracy" in summary
+    assert all(record[2] is None for record in losses(tmp_path))
+
+
+class InterruptAt:
+    """Stands in for GracefulInterrupt: reports a Ctrl-C once the loop has finished `step` steps."""
+
+    def __init__(self, step):
+        self.step, self.checks = step, 0
+
+    def __call__(self):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @property
+    def requested(self):
+        self.checks += 1
+        return self.checks >= self.step
+
+
+def test_ctrl_c_then_resume_continues_the_same_run_bit_for_bit(tiny, tmp_path, monkeypatch, capsys):
+    uninterrupted, interrupted = tmp_path / "a", tmp_path / "b"
+    train.main([*tiny, f"--OUT_DIR={uninterrupted}"])
+
+    monkeypatch.setattr(train, "GracefulInterrupt", InterruptAt(7))
+    with pytest.raises(SystemExit) as stop:
+        train.main([*tiny, f"--OUT_DIR={interrupted}"])
+    assert stop.value.code == 0 and "--RESUME=latest" in capsys.readouterr().out
+    assert [p.name.split("_loss")[0] for p in interrupted.glob("*.pt")] == ["bert_iter7"]
+    monkeypatch.undo()
+
+    train.main([*tiny, f"--OUT_DIR={interrupted}", "--RESUME=latest"])
+    assert losses(interrupted) == losses(uninterrupted)  # every step, both tasks, train and val, exactly
+
+
+def test_resume_refuses_a_different_model(tiny, tmp_path):
+    train.main([*tiny, f"--OUT_DIR={tmp_path}", "--MAX_ITERS=10"])
+    with pytest.raises(SystemExit, match="--N_LAYER=2"):
+        train.main([*tiny, f"--OUT_DIR={tmp_path}", "--RESUME=latest", "--N_LAYER=3"])
+
+
+def test_embed_fills_blanks_and_compares_contexts(tiny, tmp_path):
+    train.main([*tiny, f"--OUT_DIR={tmp_path}"])
+    result = embed.main([*tiny, f"--OUT_DIR={tmp_path}", "--TEXT=The [MASK] of the [MASK].", "--TOP_K=3",
+                         "--WORD=zzzz", "--CONTEXTS=4"])
+    assert len(result["predictions"]) == 2 and all(len(top) == 3 for top in result["predictions"])
+    assert all(0 <= p <= 1 for top in result["predictions"] for _, p in top)
+    assert result["word"] != "zzzz" and 2 <= len(result["contexts"]) <= 4  # fell back to a frequent word
+    similarity = result["bert_similarity"]
+    assert np.allclose(np.diag(similarity), 1, atol=1e-5)
+    assert similarity.min() < 0.999  # contextual: the same word gets different vectors in different sentences
+    assert (tmp_path / "embeddings.png").read_bytes()[:8] == PNG
+
+
+def test_embed_needs_a_mask(tiny, tmp_path):
+    train.main([*tiny, f"--OUT_DIR={tmp_path}", "--MAX_ITERS=2"])
+    with pytest.raises(SystemExit, match=r"needs at least one \[MASK\]"):
+        embed.main([*tiny, f"--OUT_DIR={tmp_path}", "--TEXT=no blank here"])
