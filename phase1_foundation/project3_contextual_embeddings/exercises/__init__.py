@@ -1,0 +1,66 @@
+"""Worked solutions of chapter 3's exercises. Each takes the chapter's --NAME=value settings, plus --OUT_DIR."""
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+from common import checkpoint as ckpt
+from common.config import REPO_ROOT
+from phase1_foundation.project3_contextual_embeddings import train
+from phase1_foundation.project3_contextual_embeddings.download_data import (
+    CLS_ID,
+    MASK_ID,
+    PAD_ID,
+    SEP_ID,
+    encode_sentence,
+    load_split,
+)
+from phase1_foundation.project3_contextual_embeddings.model import BERT, BertConfig
+
+
+def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
+    """This exercise's output folder (--OUT_DIR, else a default) and the settings passed on to the chapter."""
+    argv = sys.argv[1:] if argv is None else argv
+    out_dir = REPO_ROOT / "checkpoints" / "project3" / "exercises" / name
+    for arg in argv:
+        if arg.startswith("--OUT_DIR="):
+            out_dir = Path(arg.removeprefix("--OUT_DIR="))
+    return out_dir, [arg for arg in argv if not arg.startswith("--OUT_DIR=")]
+
+
+def load_run(checkpoint: str | Path) -> tuple[BERT, SimpleNamespace, Path]:
+    """A run's model (in eval mode, on the run's device), its settings and its prepared-data folder."""
+    state = ckpt.load_checkpoint(Path(checkpoint), kind=train.KIND)
+    cfg = SimpleNamespace(**state["config"])
+    model = BERT(BertConfig(**state["model_config"])).to(cfg.DEVICE)
+    model.load_state_dict(ckpt.clean_state_dict(state["model"]))
+    return model.eval(), cfg, Path(state["tokenizer"])
+
+
+def evaluate_run(checkpoint: str | Path, **changes) -> dict:
+    """val_mlm_loss, val_mlm_accuracy (and NSP's) of a run's final model on validation pairs made with its own
+    settings, except for `changes` (e.g. MLM_PROB=0.15): so two runs can be scored on the very same masks."""
+    model, cfg, data_dir = load_run(checkpoint)
+    cfg = SimpleNamespace(**{**vars(cfg), **changes})
+    # PAD_ID is never a target: the count of "most frequent token" targets, which we do not need, stays 0.
+    return train.evaluate(model, load_split(data_dir, "val"), cfg, torch.device(cfg.DEVICE), PAD_ID)[0]
+
+
+def find_or_train(cfg: SimpleNamespace, settings: list[str], out_dir: Path, extra: tuple[str, ...] = ()) -> Path:
+    """The BERT to study: --CHECKPOINT=path if given, else the newest one train.py left in the chapter's
+    OUT_DIR, else a new run of train.py (with `extra` settings first, so yours win) into out_dir/bert."""
+    if cfg.CHECKPOINT != "latest" or any(Path(cfg.OUT_DIR).glob(f"{train.PREFIX}_iter*.pt")):
+        return ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), train.PREFIX)
+    print(f"no checkpoint in {cfg.OUT_DIR} yet: training one first, into {out_dir / 'bert'}")
+    return Path(train.main([*extra, *settings, f"--OUT_DIR={out_dir / 'bert'}"])["checkpoint"])
+
+
+def encode_text(tokenizer, text: str) -> list[int]:
+    """[CLS] text [SEP] as ids, each "[MASK]" in text becoming MASK_ID (the tokenizer would split the string)."""
+    ids = [CLS_ID]
+    for i, piece in enumerate(text.split("[MASK]")):
+        ids += ([MASK_ID] if i else []) + (encode_sentence(tokenizer, piece.strip()) if piece.strip() else [])
+    return ids + [SEP_ID]
+

@@ -1,0 +1,62 @@
+"""Exercise 4: drop next-sentence prediction, as RoBERTa did, and compare masked-LM accuracy at equal steps.
+
+BERT trains two tasks at once (§3.1): MLM, and NSP on pairs whose second segment is half the time the real
+continuation and half the time text from another document. RoBERTa (Liu et al. 2019, §4.2) found that
+removing the NSP loss matches or slightly improves downstream results. Train the same BERT twice, with
+--USE_NSP=true (BERT) and --USE_NSP=false (MLM only: the second segment is always the real continuation, so
+a pair is simply contiguous text), and compare the validation MLM accuracy at every evaluation.
+
+    uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex4_no_nsp.py
+    uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex4_no_nsp.py --MAX_ITERS=2000
+
+Each run is validated on its own kind of pairs: the NSP run's include the mismatched ones, where the second
+segment says nothing about the first. So at the end both models are also scored on the same contiguous
+pairs with the same masks.
+
+What you should see: two MLM accuracy curves close together at every evaluation, on their own pairs and
+on the shared ones: NSP neither costs MLM much nor helps it (in our small runs the gap stayed within about
+a point, either way, about the standard error of the measurement). Look at the NSP run's NSP accuracy too:
+a short run can end with it near chance, 50% (or at the share of IsNext pairs in the validation batches, when
+the model answers IsNext every time), so its extra task cost compute and taught nothing measurable. When it
+does rise, a model can solve much of it by noticing that the segments are on different topics, something MLM
+teaches anyway (Lan et al. 2019, ALBERT). RoBERTa measured downstream accuracy after fine-tuning, not MLM
+accuracy; this exercise checks the cheaper half of the claim, that the second task does not pay for itself
+in the first.
+"""
+
+from common.metrics import read_metrics
+from phase1_foundation.project3_contextual_embeddings import train
+from phase1_foundation.project3_contextual_embeddings.exercises import evaluate_run, parse_args
+
+VARIANTS = {"nsp": ("MLM + NSP (BERT)", "--USE_NSP=true"), "mlm_only": ("MLM only (RoBERTa)", "--USE_NSP=false")}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    out_dir, settings = parse_args(argv, "ex4_no_nsp")
+    results, curves = {}, {}
+    for name, (_, variant) in VARIANTS.items():
+        summary = train.main([*settings, variant, f"--OUT_DIR={out_dir / name}"])
+        records = read_metrics(out_dir / name / "metrics.jsonl")
+        curves[name] = {r["step"]: r["val_mlm_accuracy"] for r in records if "val_mlm_accuracy" in r}
+        contiguous = evaluate_run(summary["checkpoint"], USE_NSP=False)  # the same pairs and masks for both
+        results[name] = {"val_mlm_accuracy": summary["val_mlm_accuracy"], "val_mlm_loss": summary["val_mlm_loss"],
+                         "contiguous_mlm_accuracy": contiguous["val_mlm_accuracy"],
+                         "contiguous_mlm_loss": contiguous["val_mlm_loss"],
+                         "val_nsp_accuracy": summary.get("val_nsp_accuracy"),
+                         "val_nsp_standard_error": summary.get("val_nsp_standard_error")}
+
+    print(f"\nvalidation MLM accuracy at each evaluation (each run on its own pairs)\n{'step':>6}"
+          + "".join(f"{label:>22}" for label, _ in VARIANTS.values()))
+    for step in curves["nsp"]:
+        print(f"{step:>6}" + "".join(f"{curves[name].get(step, float('nan')):>22.1%}" for name in VARIANTS))
+    print("\nat the end, on the same contiguous validation pairs and masks:")
+    for name, (label, _) in VARIANTS.items():
+        r = results[name]
+        print(f"  {label:<20} MLM accuracy {r['contiguous_mlm_accuracy']:.1%}, loss {r['contiguous_mlm_loss']:.3f}")
+    print(f"NSP accuracy of the NSP run: {results['nsp']['val_nsp_accuracy']:.1%} (chance 50%, standard error "
+          f"{results['nsp']['val_nsp_standard_error']:.1%})")
+    return {**results, "curves": curves}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""The exercises' worked solutions at a tiny size: each runs end to end and, where a few seconds of training
+can show it, shows what a learner should see.
+
+A tiny BERT spends its first few hundred steps predicting mostly the most frequent tokens, so these tests
+check the measurements themselves (same masks for both runs, exact zeros where there must be zeros) and only
+the effects that appear that early: the noise of a mean over more targets, and copying.
+"""
+
+import math
+
+import pytest
+
+from phase1_foundation.project3_contextual_embeddings import config
+from phase1_foundation.project3_contextual_embeddings.exercises import (
+    ex1_mlm_prob,
+    ex2_no_random_branch,
+    ex3_why_no_generation,
+    ex4_no_nsp,
+    ex5_padding_mask,
+)
+from phase1_foundation.project3_contextual_embeddings.pretraining_data import N_SPECIAL
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def no_chapter_checkpoint(tmp_path, monkeypatch):
+    """Point the chapter's OUT_DIR (where exercises 3 and 5 look for train.py's model) at an empty folder."""
+    monkeypatch.setattr(config, "OUT_DIR", str(tmp_path / "chapter"))
+    return tmp_path / "chapter"
+
+
+def test_ex1_half_masked_training_is_smoother(tiny, tmp_path):
+    results = ex1_mlm_prob.main([*tiny, "--MAX_ITERS=100", "--EVAL_INTERVAL=50", "--EVAL_ITERS=4",
+                                 f"--OUT_DIR={tmp_path}"])
+    low, high = results[0.15], results[0.5]
+    # 3.3x as many targets per step: the loss is a mean over more of them, so it jumps less from step to step
+    # (by about sqrt(0.15 / 0.5) = 0.55).
+    assert high["noise"] < 0.8 * low["noise"]
+    # Scoring at 15% reproduces the 15% run's own validation exactly: the same pairs and the same masks.
+    assert low["val_mlm_loss_at_15"] == pytest.approx(low["val_mlm_loss"], abs=1e-6)
+    assert high["val_mlm_loss_at_15"] != pytest.approx(high["val_mlm_loss"], abs=1e-6)
+    assert (tmp_path / "mlm_prob.png").read_bytes()[:8] == PNG
+
+
+def test_ex2_without_the_random_branch_the_model_trusts_visible_tokens(tiny, tmp_path):
+    results = ex2_no_random_branch.main([*tiny, "--N_EMBD=64", "--BATCH_SIZE=16", "--LEARNING_RATE=3e-3",
+                                         "--MAX_ITERS=200", "--EVAL_INTERVAL=200", "--EVAL_ITERS=20",
+                                         f"--OUT_DIR={tmp_path}"])
+    paper, no_random = results["paper"], results["no_random"]
+    for branch in ex2_no_random_branch.BRANCHES:  # both models scored on the same 80/10/10 masks
+        assert paper[branch]["targets"] == no_random[branch]["targets"] > 50
+    assert paper["mask"]["targets"] > 5 * paper["random"]["targets"]
+    # 200 steps in, both still guess [MASK]s from token frequencies, but the one that never saw a random
+    # token already trusts what it sees: more right where the token is the original, more wrong where not.
+    assert no_random["kept"]["loss"] < paper["kept"]["loss"]
+    assert no_random["kept"]["accuracy"] >= paper["kept"]["accuracy"]
+    assert no_random["random"]["loss"] > paper["random"]["loss"]
+
+
+def test_ex3_every_output_reads_later_tokens_and_filling_blanks_runs(tiny, tmp_path, no_chapter_checkpoint):
+    results = ex3_why_no_generation.main([*tiny, f"--OUT_DIR={tmp_path}"])
+    assert list((tmp_path / "bert").glob("bert_iter20_*.pt"))  # no model in the chapter's folder: it trained one
+    change = results["dependence"]
+    T = len(results["tokens"])
+    assert change.shape == (T, T) and results["tokens"][0] == "[CLS]" and "[MASK]" in results["tokens"]
+    assert results["min_later_change"] > 1e-5  # a causal model would give exactly 0
+    later = [change[t, s] for t in range(T) for s in range(t + 1, T) if not math.isnan(change[t, s])]
+    assert len(later) > T  # the pairs measured: every ordinary token after every position
+    assert len(results["generated_ids"]) == ex3_why_no_generation.NEW_TOKENS
+    assert min(results["generated_ids"]) >= N_SPECIAL and results["prompt"].strip().startswith("The river")
+
+
+def test_ex4_runs_with_and_without_nsp_on_the_same_pairs(tiny, tmp_path):
+    results = ex4_no_nsp.main([*tiny, f"--OUT_DIR={tmp_path}"])
+    nsp, mlm_only = results["nsp"], results["mlm_only"]
+    assert list(results["curves"]["nsp"]) == list(results["curves"]["mlm_only"]) == [10, 20]
+    assert 0 <= nsp["val_nsp_accuracy"] <= 1 and mlm_only["val_nsp_accuracy"] is None
+    # The MLM-only run is validated on contiguous pairs already: scoring it there again changes nothing.
+    assert mlm_only["contiguous_mlm_accuracy"] == mlm_only["val_mlm_accuracy"]
+    assert mlm_only["contiguous_mlm_loss"] == pytest.approx(mlm_only["val_mlm_loss"], abs=1e-6)
+
+
+def test_ex5_padding_changes_nothing_with_the_mask_and_everything_without(tiny, tmp_path, no_chapter_checkpoint):
+    train_dir = tmp_path / "trained"
+    first = ex5_padding_mask.main([*tiny, f"--OUT_DIR={train_dir}"])  # no model yet: trains one
+    assert first["pads"] == [1, 8]  # the ones that fit in BLOCK_SIZE=32 with the sentence
+    # With a model in the chapter's folder it uses that one and trains nothing.
+    no_chapter_checkpoint.mkdir()
+    for path in (train_dir / "bert").glob("bert_iter20_*.pt"):
+        path.rename(no_chapter_checkpoint / path.name)
+    results = ex5_padding_mask.main([*tiny, f"--OUT_DIR={tmp_path / 'again'}"])
+    assert not (tmp_path / "again").exists()
+    assert results["with_mask"] == pytest.approx(first["with_mask"])
+    assert max(results["with_mask"]) < 1e-5  # rounding
+    # After 20 steps the logits are nearly flat, so even unmasked padding moves them little, but far more
+    # than rounding, and more with more of it: each [PAD] takes a share of every real token's attention.
+    one, eight = results["without_mask"]
+    assert eight > one > 1e-4 and eight > 1e-3
+    assert set(results["top"]) == {0, 1, 8}
