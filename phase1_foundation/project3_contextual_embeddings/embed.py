@@ -63,6 +63,15 @@ def encode_pieces(tokenizer, pieces: list[str]) -> list[list[int]]:
     return [encode_sentence(tokenizer, piece.strip()) if piece.strip() else [] for piece in pieces]
 
 
+def encode_text(tokenizer, text: str) -> list[int]:
+    """[CLS] text [SEP] as ids, each "[MASK]" in the text becoming the [MASK] token (a tokenizer trained on plain
+    text would spell the string "[MASK]" in pieces)."""
+    ids = [special(tokenizer, "CLS")]
+    for i, piece in enumerate(encode_pieces(tokenizer, text.split("[MASK]"))):
+        ids += ([special(tokenizer, "MASK")] if i else []) + piece
+    return ids + [special(tokenizer, "SEP")]
+
+
 # --- (a) fill in the blank --------------------------------------------------------------------------------
 
 @torch.no_grad()
@@ -70,11 +79,7 @@ def fill_mask(model: BERT, tokenizer, text: str, top_k: int, device: torch.devic
     """The top_k (token, probability) for each [MASK] in text."""
     if "[MASK]" not in text:
         raise SystemExit('error: --TEXT needs at least one [MASK], like --TEXT="The [MASK] flowed into the sea."')
-    ids = [special(tokenizer, "CLS")]
-    for i, piece in enumerate(encode_pieces(tokenizer, text.split("[MASK]"))):
-        ids += ([special(tokenizer, "MASK")] if i else []) + piece
-    ids.append(special(tokenizer, "SEP"))
-    input_ids = torch.tensor([ids], device=device)  # (1, T)
+    input_ids = torch.tensor([encode_text(tokenizer, text)], device=device)  # (1, T)
     masked = input_ids == special(tokenizer, "MASK")  # (1, T)
     logits, _ = model(input_ids, masked=masked)  # (number of masks, V)
     probs, top = F.softmax(logits.float(), dim=-1).topk(top_k, dim=-1)  # (masks, top_k)

@@ -9,14 +9,7 @@ import torch
 from common import checkpoint as ckpt
 from common.config import REPO_ROOT
 from phase1_foundation.project3_contextual_embeddings import train
-from phase1_foundation.project3_contextual_embeddings.download_data import (
-    CLS_ID,
-    MASK_ID,
-    PAD_ID,
-    SEP_ID,
-    encode_sentence,
-    load_split,
-)
+from phase1_foundation.project3_contextual_embeddings.download_data import PAD_ID, load_split
 from phase1_foundation.project3_contextual_embeddings.model import BERT, BertConfig
 
 
@@ -55,12 +48,3 @@ def find_or_train(cfg: SimpleNamespace, settings: list[str], out_dir: Path, extr
         return ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), train.PREFIX)
     print(f"no checkpoint in {cfg.OUT_DIR} yet: training one first, into {out_dir / 'bert'}")
     return Path(train.main([*extra, *settings, f"--OUT_DIR={out_dir / 'bert'}"])["checkpoint"])
-
-
-def encode_text(tokenizer, text: str) -> list[int]:
-    """[CLS] text [SEP] as ids, each "[MASK]" in text becoming MASK_ID (the tokenizer would split the string)."""
-    ids = [CLS_ID]
-    for i, piece in enumerate(text.split("[MASK]")):
-        ids += ([MASK_ID] if i else []) + (encode_sentence(tokenizer, piece.strip()) if piece.strip() else [])
-    return ids + [SEP_ID]
-

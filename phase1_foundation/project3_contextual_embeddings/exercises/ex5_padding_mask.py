@@ -27,8 +27,8 @@ from common.config import load_config
 from common.tokenizers import load_tokenizer
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import MASK_ID, PAD_ID
+from phase1_foundation.project3_contextual_embeddings.embed import encode_text
 from phase1_foundation.project3_contextual_embeddings.exercises import (
-    encode_text,
     find_or_train,
     load_run,
     parse_args,
