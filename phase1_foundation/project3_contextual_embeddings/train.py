@@ -58,7 +58,7 @@ def losses(model: BERT, batch: dict, use_nsp: bool, most_frequent: int) -> tuple
     nsp_labels = batch["nsp_labels"]  # (B,): 1 = B follows A, 0 = B from another document
     nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)  # PAPER: BERT §3.1, NSP reads the pooled [CLS]
     counts.update(nsp_loss=nsp_loss.item() * len(nsp_labels), nsp_count=len(nsp_labels),
-                  nsp_correct=(nsp_logits.argmax(-1) == nsp_labels).sum().item())
+                  nsp_correct=(nsp_logits.argmax(-1) == nsp_labels).sum().item(), nsp_is_next=nsp_labels.sum().item())
     # PAPER: BERT §A.2, the training loss is the sum of the mean MLM likelihood and the mean NSP likelihood
     return mlm_loss + nsp_loss, counts
 
@@ -204,9 +204,12 @@ def main(argv: list[str] | None = None) -> dict:
              f"(always guessing the most frequent token: {summary['val_most_frequent_accuracy']:.1%}), "
              f"MLM loss {val['val_mlm_loss']:.3f}"]
     if cfg.USE_NSP:
-        summary["val_nsp_standard_error"] = se = math.sqrt(0.25 / val_counts["nsp_count"])
-        lines.append(f"validation NSP accuracy {val['val_nsp_accuracy']:.1%} on {val_counts['nsp_count']:,} pairs "
-                     f"(chance 50%, standard error {se:.1%})")
+        # Chance is answering the commoner label every time: 50% in expectation, a little more on a finite sample.
+        n, is_next = val_counts["nsp_count"], val_counts["nsp_is_next"]
+        summary["val_nsp_majority_accuracy"] = max(is_next, n - is_next) / n
+        summary["val_nsp_standard_error"] = se = math.sqrt(0.25 / n)
+        lines.append(f"validation NSP accuracy {val['val_nsp_accuracy']:.1%} on {n:,} pairs (always answering "
+                     f"the commoner label: {summary['val_nsp_majority_accuracy']:.1%}; standard error {se:.1%})")
     lines.append(f"{step} steps in {wall / 60:.1f} min, {summary['tokens_per_second']:,.0f} tokens/s")
     print("\n" + "\n".join(lines) + f"\ncheckpoint: {last_path}\nloss curves: {plot}")
     return summary
