@@ -24,7 +24,7 @@ from common.interrupt import GracefulInterrupt
 from common.metrics import MetricsLog, check_finite, mfu, peak_flops, plot_losses, progress
 from common.optim import adamw, set_lr, warmup_cosine
 from common.tokenizers import load_tokenizer
-from common.tokens import Batches, load_tokens
+from common.tokens import Batches, load_tokens, read_meta
 from phase1_foundation.project1_gpt import config
 from phase1_foundation.project1_gpt.download_data import prepare
 from phase1_foundation.project1_gpt.model import GPT, GPTConfig
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     # --- the end: a loss curve, a sample, the numbers the README quotes -----------------------------------
     wall = time.perf_counter() - start
-    plot = plot_losses(out_dir / "metrics.jsonl", out_dir / "loss.png", title=f"GPT-1 on {cfg.CORPUS}")
+    plot = plot_losses(out_dir / "metrics.jsonl", out_dir / "loss.png", title=f"GPT-1 on {read_meta(data_dir)['corpus']}")
     baseline = unigram_cross_entropy(np.asarray(train_tokens), np.asarray(val_tokens), tokenizer.vocab_size)
     model.eval()
     prompt = torch.tensor([tokenizer.encode(cfg.PROMPT)], device=device)

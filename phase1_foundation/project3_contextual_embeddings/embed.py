@@ -100,13 +100,14 @@ def corpus_sentences(data_dir: Path) -> list[str]:
 
 
 def words(sentence: str) -> list[str]:
-    return re.findall(r"[a-z]+", sentence.lower())
+    return re.findall(r"[A-Za-z]+", sentence)  # cased, as our tokenizer is: "Bank" and "bank" are other tokens
 
 
 def contexts_of(word: str, sentences: list[str], n: int) -> tuple[str, list[str]]:
-    """Up to n sentences that contain word; if fewer than two do, a frequent word of the corpus instead."""
+    """Up to n sentences that contain word (exactly, case included, so every occurrence is the same token and only
+    the context differs); if fewer than two do, a frequent word of the corpus instead."""
     def containing(w):
-        return [s for s in sentences if re.search(rf"\b{w}\b", s, flags=re.IGNORECASE) and len(s) < 300]
+        return [s for s in sentences if re.search(rf"\b{w}\b", s) and len(s) < 300]
 
     found = containing(word)
     if len(found) < 2:
@@ -123,7 +124,7 @@ def contextual_vectors(model: BERT, tokenizer, word: str, sentences: list[str], 
     """(n, C): for each sentence, the mean final hidden state over the tokens of its first occurrence of word."""
     vectors = []
     for sentence in sentences:
-        match = re.search(rf"\b{word}\b", sentence, flags=re.IGNORECASE)
+        match = re.search(rf"\b{word}\b", sentence)
         before, middle, after = encode_pieces(
             tokenizer, [sentence[: match.start()], sentence[match.start() : match.end()], sentence[match.end() :]])
         ids = [special(tokenizer, "CLS"), *before, *middle, *after, special(tokenizer, "SEP")]
@@ -139,9 +140,9 @@ def word2vec_vector(sentences: list[str], word: str, seed: int) -> np.ndarray:
 
     model = Word2Vec([words(s) for s in sentences], vector_size=100, window=5, min_count=1, workers=1,
                      seed=seed, epochs=5)
-    neighbours = ", ".join(w for w, _ in model.wv.most_similar(word.lower(), topn=5))
+    neighbours = ", ".join(w for w, _ in model.wv.most_similar(word, topn=5))
     print(f"Word2Vec's nearest words to '{word}': {neighbours}")
-    return model.wv[word.lower()]
+    return model.wv[word]
 
 
 def cosine_matrix(vectors: torch.Tensor) -> np.ndarray:

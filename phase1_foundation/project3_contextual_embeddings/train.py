@@ -27,6 +27,7 @@ from common.interrupt import GracefulInterrupt
 from common.metrics import MetricsLog, check_finite, plot_losses, progress
 from common.optim import adamw, set_lr, warmup_linear
 from common.tokenizers import load_tokenizer
+from common.tokens import read_meta
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import SPECIAL_TOKENS, load_split, prepare
 from phase1_foundation.project3_contextual_embeddings.model import BERT, BertConfig
@@ -193,7 +194,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     # --- the end: loss curves and the numbers the README quotes --------------------------------------------
     wall = time.perf_counter() - start
-    plot = plot_losses(out_dir / "metrics.jsonl", out_dir / "loss.png", title=f"BERT on {cfg.CORPUS}",
+    plot = plot_losses(out_dir / "metrics.jsonl", out_dir / "loss.png", title=f"BERT on {read_meta(data_dir)['corpus']}",
                        panels=("mlm_loss", "nsp_loss") if cfg.USE_NSP else ("mlm_loss",))
     summary = {
         **val, "val_most_frequent_accuracy": val_counts["most_frequent"] / val_counts["mlm_count"],
