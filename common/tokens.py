@@ -160,15 +160,21 @@ def write_token_files(
             "val_documents": val_documents,
             **(extra_meta or {}),
         }
-        (out_dir / "meta.json").unlink(missing_ok=True)  # from here on, no meta.json = not finished
-        for split in SPLITS:
-            os.replace(tmp[split], out_dir / f"{split}.bin")
-        (out_dir / "meta.json.tmp").write_text(json.dumps(meta, indent=1), encoding="utf-8")
-        os.replace(out_dir / "meta.json.tmp", out_dir / "meta.json")
+        publish(out_dir, {f"{split}.bin": tmp[split] for split in SPLITS}, meta)
     finally:
         for path in tmp.values():
             path.unlink(missing_ok=True)
     return meta
+
+
+def publish(out_dir: Path, files: dict[str, Path], meta: dict) -> None:
+    """Give finished temporary files their names in out_dir, then write meta.json, last: its presence means that
+    everything it describes is complete, so a run killed halfway leaves a folder that is rebuilt, not trusted."""
+    (out_dir / "meta.json").unlink(missing_ok=True)  # from here on, no meta.json = not finished
+    for name, path in files.items():
+        os.replace(path, out_dir / name)
+    (out_dir / "meta.json.tmp").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    os.replace(out_dir / "meta.json.tmp", out_dir / "meta.json")
 
 
 def read_meta(out_dir: Path) -> dict:

@@ -15,8 +15,6 @@ tables:
     meta.json                 written last: its presence means the rest is complete
 """
 
-import json
-import os
 import sys
 from array import array
 from collections.abc import Iterable
@@ -30,7 +28,7 @@ from tqdm import tqdm
 from common.config import load_config
 from common.corpora import network_available, prepare_corpus, split_paragraphs, split_sentences
 from common.tokenizers import SentencePieceTokenizer
-from common.tokens import CHUNK_TOKENS, SPLITS, DocumentSplit, TokenWriter, read_meta, token_dtype
+from common.tokens import CHUNK_TOKENS, SPLITS, DocumentSplit, TokenWriter, publish, read_meta, token_dtype
 from phase1_foundation.project3_contextual_embeddings import config
 
 # PAPER: BERT §3 uses [CLS] to open every input and [SEP] to close each segment; [MASK] stands in for the
@@ -154,11 +152,7 @@ def write_sentence_files(
             "val_documents": val_documents,
             **(extra_meta or {}),
         }
-        (out_dir / "meta.json").unlink(missing_ok=True)  # from here on, no meta.json = not finished
-        for name, path in tmp.items():
-            os.replace(path, out_dir / name)
-        (out_dir / "meta.json.tmp").write_text(json.dumps(meta, indent=1), encoding="utf-8")
-        os.replace(out_dir / "meta.json.tmp", out_dir / "meta.json")
+        publish(out_dir, tmp, meta)
     finally:
         for path in tmp.values():
             path.unlink(missing_ok=True)
