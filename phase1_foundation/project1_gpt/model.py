@@ -9,18 +9,16 @@ Read top to bottom: GPTConfig -> CausalSelfAttention -> MLP -> Block -> GPT -> l
 Shapes: B batch, T sequence length, C = n_embd, nh = n_head, hs = C // nh head size, V vocabulary size.
 """
 
-import json
 import math
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn as nn
-from safetensors import SafetensorError
-from safetensors.torch import load_file
 from torch import Tensor
 from torch.nn import functional as F
+
+from common.hf import read_hf_config, read_hf_weights
 
 
 @dataclass
@@ -261,17 +259,8 @@ _HF_HINT = "expected a folder written by OpenAIGPTLMHeadModel.save_pretrained (c
 
 
 def _read_hf_config(folder: Path) -> dict:
-    path = folder / "config.json"
-    if not folder.is_dir():
-        raise SystemExit(f"error: {folder} is not a folder; {_HF_HINT}")
-    if not path.is_file():
-        raise SystemExit(f"error: no config.json in {folder}; {_HF_HINT}")
-    try:
-        hf = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SystemExit(f"error: {path} is not valid JSON ({e}); download the model again") from None
-    if hf.get("model_type") != "openai-gpt":
-        raise SystemExit(f"error: {folder} holds a {hf.get('model_type')!r} model, not 'openai-gpt' (GPT-1)")
+    hf = read_hf_config(folder, "openai-gpt", _HF_HINT)
+    path = Path(folder) / "config.json"
     # Our blocks implement GELU (transformers' "gelu" here is the tanh form), LayerNorm eps 1e-5 and a tied head.
     if hf.get("afn", "gelu") != "gelu" or hf.get("layer_norm_epsilon", 1e-5) != 1e-5:
         raise SystemExit(f"error: {path} asks for afn={hf.get('afn')!r}, eps={hf.get('layer_norm_epsilon')}; "
@@ -282,21 +271,8 @@ def _read_hf_config(folder: Path) -> dict:
 
 
 def _read_hf_weights(folder: Path) -> dict[str, Tensor]:
-    path = folder / "model.safetensors"
-    if not path.is_file():
-        path = folder / "pytorch_model.bin"
-    if not path.is_file():
-        raise SystemExit(f"error: no model.safetensors or pytorch_model.bin in {folder}; {_HF_HINT}")
-    try:
-        if path.suffix == ".safetensors":
-            weights = load_file(path)
-        else:  # weights_only: a .bin is a pickle, and a pickle from the internet could run code when loaded
-            weights = torch.load(path, map_location="cpu", weights_only=True)
-    except (SafetensorError, RuntimeError, pickle.UnpicklingError, EOFError):
-        raise SystemExit(f"error: cannot read the weights in {path} (truncated or not a weights file); "
-                         "download the model again") from None
     # OpenAIGPTLMHeadModel prefixes "transformer."; a bare OpenAIGPTModel (and the original upload) does not.
-    return {name.removeprefix("transformer."): tensor for name, tensor in weights.items()}
+    return {name.removeprefix("transformer."): t for name, t in read_hf_weights(folder, _HF_HINT).items()}
 
 
 def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder: Path) -> Tensor:

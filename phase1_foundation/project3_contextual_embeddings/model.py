@@ -11,19 +11,17 @@ Shapes: B batch, T sequence length, C = n_embd, nh = n_head, hs = C // nh head s
 N number of masked positions.
 """
 
-import json
 import math
-import pickle
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn as nn
-from safetensors import SafetensorError
-from safetensors.torch import load_file
 from torch import Tensor
 from torch.nn import functional as F
+
+from common.hf import read_hf_config, read_hf_weights
 
 LN_EPS = 1e-12  # google-research/bert modeling.py layer_norm (transformers' BERT: layer_norm_eps=1e-12)
 
@@ -258,43 +256,21 @@ _HF_HINT = "expected a folder written by BertForPreTraining.save_pretrained (con
 
 
 def _read_hf_config(folder: Path) -> dict:
-    path = folder / "config.json"
-    if not folder.is_dir():
-        raise SystemExit(f"error: {folder} is not a folder; {_HF_HINT}")
-    if not path.is_file():
-        raise SystemExit(f"error: no config.json in {folder}; {_HF_HINT}")
-    try:
-        hf = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SystemExit(f"error: {path} is not valid JSON ({e}); download the model again") from None
-    if hf.get("model_type") != "bert":
-        raise SystemExit(f"error: {folder} holds a {hf.get('model_type')!r} model, not 'bert'")
+    hf = read_hf_config(folder, "bert", _HF_HINT)
     # Our BERT implements exactly the released architecture; refuse variants rather than load them wrongly.
     expected = dict(hidden_act="gelu", layer_norm_eps=LN_EPS, type_vocab_size=2, tie_word_embeddings=True,
                     intermediate_size=4 * hf.get("hidden_size", 0), position_embedding_type="absolute")
     for key, value in expected.items():
         if hf.get(key, value) != value:
-            raise SystemExit(f"error: {path} has {key}={hf[key]!r}; this BERT supports only {key}={value!r}")
+            raise SystemExit(f"error: {Path(folder) / 'config.json'} has {key}={hf[key]!r}; this BERT supports "
+                             f"only {key}={value!r}")
     return hf
 
 
 def _read_hf_weights(folder: Path) -> dict[str, Tensor]:
-    path = folder / "model.safetensors"
-    if not path.is_file():
-        path = folder / "pytorch_model.bin"
-    if not path.is_file():
-        raise SystemExit(f"error: no model.safetensors or pytorch_model.bin in {folder}; {_HF_HINT}")
-    try:
-        if path.suffix == ".safetensors":
-            weights = load_file(path)
-        else:  # weights_only: a .bin is a pickle, and a pickle from the internet could run code when loaded
-            weights = torch.load(path, map_location="cpu", weights_only=True)
-    except (SafetensorError, RuntimeError, pickle.UnpicklingError, EOFError):
-        raise SystemExit(f"error: cannot read the weights in {path} (truncated or not a weights file); "
-                         "download the model again") from None
     # Checkpoints converted from TensorFlow name the LayerNorm parameters gamma and beta.
     return {name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): t
-            for name, t in weights.items()}
+            for name, t in read_hf_weights(folder, _HF_HINT).items()}
 
 
 def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder: Path) -> Tensor:
