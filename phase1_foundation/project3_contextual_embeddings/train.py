@@ -52,16 +52,20 @@ def losses(model: BERT, batch: dict, use_nsp: bool, most_frequent: int) -> tuple
     mlm_logits, nsp_logits = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"], masked=masked)
     targets = batch["mlm_labels"][masked]  # (N,)
     mlm_loss = F.cross_entropy(mlm_logits.float(), targets)  # mean over the N chosen positions
-    counts = Counter(mlm_loss=mlm_loss.item() * len(targets), mlm_correct=(mlm_logits.argmax(-1) == targets).sum().item(),
-                     mlm_count=len(targets), most_frequent=(targets == most_frequent).sum().item())
-    if not use_nsp:
-        return mlm_loss, counts
-    nsp_labels = batch["nsp_labels"]  # (B,): 1 = B follows A, 0 = B from another document
-    nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)  # PAPER: BERT §3.1, NSP reads the pooled [CLS]
-    counts.update(nsp_loss=nsp_loss.item() * len(nsp_labels), nsp_count=len(nsp_labels),
-                  nsp_correct=(nsp_logits.argmax(-1) == nsp_labels).sum().item(), nsp_is_next=nsp_labels.sum().item())
-    # PAPER: BERT §A.2, the training loss is the sum of the mean MLM likelihood and the mean NSP likelihood
-    return mlm_loss + nsp_loss, counts
+    loss, nsp_labels = mlm_loss, batch["nsp_labels"]  # (B,): 1 = B follows A, 0 = B from another document
+    sums = {"mlm_loss": mlm_loss.detach() * len(targets), "mlm_correct": (mlm_logits.argmax(-1) == targets).sum(),
+            "most_frequent": (targets == most_frequent).sum(), "tokens": batch["attention_mask"].sum()}
+    if use_nsp:
+        nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)  # PAPER: BERT §3.1, NSP reads the pooled [CLS]
+        # PAPER: BERT §A.2, the training loss is the sum of the mean MLM likelihood and the mean NSP likelihood
+        loss = mlm_loss + nsp_loss
+        sums |= {"nsp_loss": nsp_loss.detach() * len(nsp_labels), "nsp_is_next": nsp_labels.sum(),
+                 "nsp_correct": (nsp_logits.argmax(-1) == nsp_labels).sum()}
+    values = torch.stack([v.float() for v in sums.values()]).tolist()  # one copy from the device, not one each
+    counts = Counter(dict(zip(sums, values, strict=True)), mlm_count=len(targets))
+    if use_nsp:
+        counts["nsp_count"] = len(nsp_labels)
+    return loss, counts
 
 
 def metrics(counts: Counter, split: str) -> dict:
@@ -155,24 +159,23 @@ def main(argv: list[str] | None = None) -> dict:
             lr = warmup_linear(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
                                total_steps=cfg.MAX_ITERS)
             set_lr(optimizer, lr)
-            step_start, counts, step_tokens = time.perf_counter(), Counter(), 0
+            step_start, counts = time.perf_counter(), Counter()
             for _ in range(cfg.GRAD_ACCUM_STEPS):
                 batch = batches.next()  # (B, T) input_ids, segment_ids, attention_mask, mlm_labels; (B,) nsp_labels
                 with autocast(device):
                     loss, batch_counts = losses(model, batch, cfg.USE_NSP, most_frequent)
                 scaler.scale(loss / cfg.GRAD_ACCUM_STEPS).backward()
                 counts += batch_counts
-                step_tokens += int(batch["attention_mask"].sum())  # real tokens, not padding
             scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-            tokens_seen += step_tokens
+            tokens_seen += counts["tokens"]  # real tokens, not padding
 
             record = {"step": step, "lr": lr, **metrics(counts, "train"),
-                      "tokens_per_second": step_tokens / (time.perf_counter() - step_start)}
+                      "tokens_per_second": counts["tokens"] / (time.perf_counter() - step_start)}
             record["train_loss"] = record["train_mlm_loss"] + record.get("train_nsp_loss", 0.0)
             check_finite(record["train_loss"], step, last_path)
             if step % cfg.EVAL_INTERVAL == 0 or step == cfg.MAX_ITERS:
