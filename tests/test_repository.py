@@ -43,11 +43,13 @@ def test_chapters_import_only_themselves_and_common():
 
 
 @pytest.mark.parametrize("how", ["script", "module"])
-def test_chapter_scripts_run_from_any_folder(how, tmp_path):
+@pytest.mark.parametrize("chapter, paper", [("project1_gpt", "PAPER: GPT-1"),
+                                            ("project3_contextual_embeddings", "PAPER: BERT")])
+def test_chapter_scripts_run_from_any_folder(chapter, paper, how, tmp_path):
     """`python phase1_foundation/<chapter>/train.py` and `python -m phase1_foundation.<chapter>.train` both work."""
-    target = ROOT / "phase1_foundation/project1_gpt/train.py"
+    target = ROOT / f"phase1_foundation/{chapter}/train.py"
     command = [sys.executable, str(target)] if how == "script" else [
-        sys.executable, "-m", "phase1_foundation.project1_gpt.train"]
+        sys.executable, "-m", f"phase1_foundation.{chapter}.train"]
     result = subprocess.run([*command, "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert "--MAX_ITERS=" in result.stdout and "PAPER: GPT-1" in result.stdout
+    assert "--MAX_ITERS=" in result.stdout and paper in result.stdout
