@@ -46,12 +46,18 @@ def load_model(cfg, device: torch.device):
         print(f"loaded {cfg.HF_DIR}")
         return model.to(device).eval(), tokenizer, prepare(cfg)  # the corpus only supplies example sentences
     path = ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)
-    state = ckpt.load_checkpoint(path, kind=KIND, map_location=device)
-    model = BERT(BertConfig(**state["model_config"])).to(device)
-    model.load_state_dict(ckpt.clean_state_dict(state["model"]))
+    model, state = load_checkpoint_model(path, device)
     print(f"loaded {path} (step {state['step']})")
     data_dir = Path(state["tokenizer"])
-    return model.eval(), load_tokenizer(data_dir), data_dir
+    return model, load_tokenizer(data_dir), data_dir
+
+
+def load_checkpoint_model(path: Path, device: torch.device | str) -> tuple[BERT, dict]:
+    """The model a train.py checkpoint holds, in eval mode on device, and the checkpoint itself."""
+    state = ckpt.load_checkpoint(Path(path), kind=KIND, map_location=device)
+    model = BERT(BertConfig(**state["model_config"])).to(device)
+    model.load_state_dict(ckpt.clean_state_dict(state["model"]))
+    return model.eval(), state
 
 
 def special(tokenizer, name: str) -> int:

@@ -10,7 +10,8 @@ from common import checkpoint as ckpt
 from common.config import REPO_ROOT
 from phase1_foundation.project3_contextual_embeddings import train
 from phase1_foundation.project3_contextual_embeddings.download_data import PAD_ID, load_split
-from phase1_foundation.project3_contextual_embeddings.model import BERT, BertConfig
+from phase1_foundation.project3_contextual_embeddings.embed import load_checkpoint_model
+from phase1_foundation.project3_contextual_embeddings.model import BERT
 
 
 def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
@@ -25,11 +26,9 @@ def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
 
 def load_run(checkpoint: str | Path) -> tuple[BERT, SimpleNamespace, Path]:
     """A run's model (in eval mode, on the run's device), its settings and its prepared-data folder."""
-    state = ckpt.load_checkpoint(Path(checkpoint), kind=train.KIND)
+    model, state = load_checkpoint_model(checkpoint, "cpu")
     cfg = SimpleNamespace(**state["config"])
-    model = BERT(BertConfig(**state["model_config"])).to(cfg.DEVICE)
-    model.load_state_dict(ckpt.clean_state_dict(state["model"]))
-    return model.eval(), cfg, Path(state["tokenizer"])
+    return model.to(cfg.DEVICE), cfg, Path(state["tokenizer"])
 
 
 def evaluate_run(checkpoint: str | Path, **changes) -> dict:
