@@ -1,5 +1,9 @@
 """Text for the course to learn from: named downloads, an embedded Wikipedia sample, or your own files.
 
+The corpus is where every chapter starts: corpus → tokenizer → token files → batches → model → checkpoint.
+This module knows which corpora exist, where their text comes from, and keeps each one parsed in a cache;
+it leaves reading each file format to parsers.py, and cutting documents into sentences to sentences.py.
+
     corpus = prepare_corpus("wiki-sample", data_dir)        # or "books", "tinyshakespeare", ...
     print(corpus.describe())                                # wiki-sample: 101 articles, ... (embedded, ...)
     for document in corpus.iter_documents(): ...
@@ -21,12 +25,10 @@ Your own text (--TEXT_FILE) follows one simple rule:
 
 import bz2
 import hashlib
-import html
 import importlib.util
 import json
 import os
 import re
-import socket
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -36,6 +38,13 @@ from pathlib import Path
 from tqdm import tqdm
 
 from common.download import download, extract_member
+from common.parsers import (
+    gutenberg_chapters,
+    tinyshakespeare_speeches,
+    tinystories_stories,
+    wiki_paragraphs,
+    wikitext_articles,
+)
 
 
 @dataclass(frozen=True)
@@ -83,123 +92,6 @@ class Source:
     about: str
     member: str | None = None  # for a zip archive: the file inside it that holds the text
     note: str = ""  # why size or sha256 are not pinned
-
-
-def tinyshakespeare_speeches(path: Path) -> Iterator[str]:
-    """Tiny Shakespeare: every blank-line separated block is one speech (speaker's name, then the lines)."""
-    for block in path.read_text(encoding="utf-8").split("\n\n"):
-        if block.strip():
-            yield block.strip()
-
-
-WIKITEXT_TITLE = re.compile(r"= (?!=).*(?<!=) =")  # " = Title = " starts an article, " = = Section = = " not
-
-
-def wikitext_articles(path: Path) -> Iterator[str]:
-    """WikiText: an article starts at a line " = Title = "; every other non-blank line is a paragraph.
-
-    Section headings (" = = History = = ") and titles are dropped: they are not sentences. WikiText's
-    split-number markers ("1 @,@ 000", "well @-@ known") are joined back; its other tokenization spaces
-    ("the game 's") stay as published.
-    """
-    paragraphs: list[str] = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if WIKITEXT_TITLE.fullmatch(line):
-                if paragraphs:
-                    yield "\n\n".join(paragraphs)
-                paragraphs = []
-            elif line and not line.startswith("="):
-                paragraphs.append(line.replace(" @-@ ", "-").replace(" @,@ ", ",").replace(" @.@ ", "."))
-    if paragraphs:
-        yield "\n\n".join(paragraphs)
-
-
-END_OF_TEXT = "<|endoftext|>"
-
-
-def tinystories_stories(path: Path) -> Iterator[str]:
-    """TinyStories: stories separated by <|endoftext|>; each non-empty line of a story is one paragraph."""
-    pieces: list[str] = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            *finished, rest = line.split(END_OF_TEXT)
-            for piece in finished:
-                story = _lines_as_paragraphs(pieces + [piece])
-                pieces = []
-                if story:
-                    yield story
-            pieces.append(rest)
-    story = _lines_as_paragraphs(pieces)
-    if story:
-        yield story
-
-
-def _lines_as_paragraphs(pieces: list[str]) -> str:
-    return "\n\n".join(line.strip() for line in "".join(pieces).splitlines() if line.strip())
-
-
-GUTENBERG_START = re.compile(r"^\*\*\* ?START OF (?:THE|THIS) PROJECT GUTENBERG E?BOOK.*$", re.I | re.M)
-GUTENBERG_END = re.compile(r"^\*\*\* ?END OF (?:THE|THIS) PROJECT GUTENBERG E?BOOK", re.I | re.M)
-# A chapter heading is a short block whose first line is like "CHAPTER I.", "Chapter 12", "Letter 4",
-# "STAVE ONE", "BOOK II" or "I. A SCANDAL IN BOHEMIA" (possibly inside an illustration's brackets),
-# optionally followed by a title line.
-NUMBER = (r"(?:\d+|[ivxlcdm]+|(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"
-          r"fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty)(?:-\w+)?)")
-CHAPTER_HEADING = re.compile(
-    rf"(?i:(?:chapter|letter|stave|book|volume|part)\s+{NUMBER}\b).*"  # CHAPTER I. / Letter 4 / STAVE ONE
-    r"|[IVXLCDM]+\.(?:\s.*)?"  # I. A SCANDAL IN BOHEMIA (capitals only: "I." starting prose is rare)
-)
-MAX_HEADING_CHARS = 100
-# "[Illustration]" or "[Illustration: caption ... [_Copyright 1894 ..._]]", one level of nesting, any lines
-ILLUSTRATION = re.compile(r"\s*\[Illustration(?:[^\[\]]|\[[^\[\]]*\])*\]\s*")
-MIN_CHAPTER_CHARS = 500  # shorter "chapters" are table-of-contents entries
-
-
-def gutenberg_chapters(path: Path) -> Iterator[str]:
-    """A Project Gutenberg novel: its chapters, without licence, front matter, illustrations or hard wraps.
-
-    The licence header and footer are cut at the "*** START/END OF THE PROJECT GUTENBERG EBOOK" lines.
-    Text before the first chapter heading (title page, contents, an editor's preface) is dropped.
-    """
-    text = path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
-    start, end = GUTENBERG_START.search(text), GUTENBERG_END.search(text)
-    if not (start and end):
-        raise SystemExit(f"error: {path} is not a Project Gutenberg text (no START/END lines); "
-                         "delete it and run again to download it afresh")
-    chapters: list[list[str]] = []  # the blocks of each chapter; nothing is kept before the first heading
-    for block in re.split(r"\n\s*\n", text[start.end():end.start()]):
-        if _is_chapter_heading(block):
-            chapters.append([])
-        elif chapters:
-            chapters[-1].append(block)
-    for blocks in chapters:
-        if document := _gutenberg_chapter_text(blocks):
-            yield document
-
-
-def _is_chapter_heading(block: str) -> bool:
-    lines = block.strip().strip("[]").split("\n")
-    return (len(lines) <= 2 and len(block.strip()) <= MAX_HEADING_CHARS
-            and CHAPTER_HEADING.fullmatch(lines[0].strip()) is not None)
-
-
-def _gutenberg_chapter_text(blocks: list[str]) -> str:
-    """The chapter as one document, or "" if it is too short to be more than a table-of-contents entry."""
-    text = ILLUSTRATION.sub("\n\n", "\n\n".join(blocks))
-    paragraphs: list[str] = []
-    for block in text.split("\n\n"):
-        paragraph = " ".join(block.split())  # unwrap the hard-wrapped lines
-        paragraph = paragraph.replace("_", "")  # Gutenberg marks _italics_ with underscores
-        if not paragraph:
-            continue
-        if paragraphs and paragraph[0].islower():  # an illustration had split this paragraph in two
-            paragraphs[-1] += " " + paragraph
-        else:
-            paragraphs.append(paragraph)
-    document = "\n\n".join(paragraphs)
-    return document if len(document) >= MIN_CHAPTER_CHARS else ""
 
 
 def _gutenberg(number: int, title: str) -> Source:
@@ -447,11 +339,6 @@ def _utf8_lines(path: Path) -> Iterator[str]:
 # gensim's tests include the first ~100 articles of an English Wikipedia dump (2016); gensim is a course
 # dependency, so this corpus is always there, offline.
 WIKI_DUMP = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
-# Sections from these on hold links and citations, not prose; we stop reading an article there.
-END_SECTIONS = ("see also", "references", "notes", "external links", "further reading", "bibliography",
-                "sources", "citations", "footnotes", "works cited", "notes and references")
-MIN_PARAGRAPH_CHARS = 40  # shorter leftovers are captions, list items and fragments, not prose
-DROP = "\x00"  # put in place of a formula or code block: the paragraph around it is dropped
 
 
 def wiki_sample_documents() -> Iterator[str]:
@@ -481,169 +368,6 @@ def _wiki_dump_path() -> Path:
     spec = importlib.util.find_spec("gensim")
     path = Path(spec.submodule_search_locations[0]) / WIKI_DUMP if spec else None
     if path is None or not path.exists():
-        raise SystemExit("error: wiki-sample is read from gensim's test data, but gensim is missing; run: uv sync")
+        raise SystemExit("error: wiki-sample is read from gensim's test data, but gensim is missing; "
+                         "run: uv sync")
     return path
-
-
-def wiki_paragraphs(wikitext: str) -> list[str]:
-    """Turn one article's wiki markup into its prose paragraphs (headings and lists end a paragraph)."""
-    paragraphs: list[str] = []
-    current: list[str] = []
-    for line in _strip_wiki_markup(wikitext).split("\n"):
-        line = line.strip()
-        heading = re.fullmatch(r"(=+)\s*(.*?)\s*\1", line)
-        if heading and heading.group(2).lower() in END_SECTIONS:
-            break
-        if not line or heading or line[0] in "*#:;|!":  # a new block starts: finish the paragraph
-            paragraphs.append(" ".join(current))
-            current = []
-            if line[:1] in ("*", "#", ":", ";"):  # a list item becomes a paragraph of its own
-                paragraphs.append(line.lstrip("*#:; "))
-            continue
-        current.append(line)
-    paragraphs.append(" ".join(current))
-    cleaned = (_tidy(p) for p in paragraphs)
-    # "ISBN": a citation in a list of works, which is not prose either
-    return [p for p in cleaned if len(p) >= MIN_PARAGRAPH_CHARS and DROP not in p and "ISBN" not in p]
-
-
-def _strip_wiki_markup(text: str) -> str:
-    """Remove everything that is not running text: comments, references, templates, tables, files, tags."""
-    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
-    text = re.sub(r"<ref[^>]*/>", "", text, flags=re.I)  # <ref name="x"/> first: it has no closing tag
-    text = re.sub(r"<ref[^>]*>.*?</ref\s*>", "", text, flags=re.I | re.S)
-    blocks = "math|chem|syntaxhighlight|source|pre|score|timeline|gallery|imagemap|hiero"
-    text = re.sub(rf"<({blocks})\b.*?</\1\s*>", DROP, text, flags=re.I | re.S)
-    text = _replace_nested(text, "[[", "]]", _link_text)  # image captions hold links: [[File:a|b [[c]]]]
-    text = _replace_nested(text, "{{", "}}", _template_text)  # templates nest: {{a|{{b}}}}
-    text = _replace_nested(text, "{|", "|}", lambda table: "")  # so do tables
-    text = re.sub(r"<br\s*/?>", " ", text, flags=re.I)
-    text = re.sub(r"</?[a-zA-Z][^>]*>", "", text)  # other tags go, their text stays: <small>x</small> -> x
-    text = re.sub(r"\[(?:https?:)?//[^\s\]]+\s*([^\]]*)\]", r"\1", text)  # [http://x label] -> label
-    text = re.sub(r"'{2,}", "", text)  # ''italic'', '''bold'''
-    text = re.sub(r"__[A-Z]+__", "", text)  # __NOTOC__ and friends
-    return html.unescape(text).replace("\xa0", " ")  # &nbsp; &ndash; ... -> characters
-
-
-def _replace_nested(text: str, opener: str, closer: str, replace: Callable[[str], str]) -> str:
-    """Replace each outermost opener...closer span by replace(what is inside), counting nested pairs.
-
-    A regular expression cannot count, and templates, tables and links all nest. An opener that is
-    never closed is kept as text.
-    """
-    pieces, depth, kept_until, inner_start = [], 0, 0, 0
-    for match in re.finditer(f"{re.escape(opener)}|{re.escape(closer)}", text):
-        if match.group() == opener:
-            if depth == 0:
-                pieces.append(text[kept_until:match.start()])
-                inner_start, kept_until = match.end(), match.start()
-            depth += 1
-        elif depth:
-            depth -= 1
-            if depth == 0:
-                pieces.append(replace(text[inner_start:match.start()]))
-                kept_until = match.end()
-    pieces.append(text[kept_until:])
-    return "".join(pieces)
-
-
-# Templates whose text belongs to the sentence around them, and which positional argument holds it.
-# {{convert|8,848|m|ft}} is handled on its own (-> "8,848 m"); every other template (citations,
-# infoboxes, navigation boxes, pronunciations) is dropped.
-INLINE_TEMPLATES = {"lang": -1, "transl": -1, "nowrap": 0, "small": 0, "smaller": 0, "quote": 0}
-RANGE_WORDS = ("to", "-", "–", "and", "or", "by", "x")
-
-
-def _template_text(template: str) -> str:
-    """The words a template contributes to the prose: mostly none."""
-    template = _replace_nested(template, "{{", "}}", _template_text)
-    name, *args = (part.strip() for part in template.split("|"))
-    positional = [arg for arg in args if "=" not in arg]  # named arguments are options, not text
-    name = name.lower()
-    if name == "convert" and len(positional) >= 2:
-        if positional[1] in RANGE_WORDS and len(positional) >= 4:  # {{convert|2|to|3|km}}
-            return " ".join(positional[:4])
-        return f"{positional[0]} {positional[1]}"
-    if name in INLINE_TEMPLATES and positional:
-        return positional[INLINE_TEMPLATES[name]]
-    return ""
-
-
-def _link_text(link: str) -> str:
-    """target|label -> label, target -> target; files, images, categories and other languages -> ""."""
-    link = _replace_nested(link, "{{", "}}", _template_text)  # [[Edge of space|altitude of {{convert|..}}]]
-    target, _, label = link.partition("|")
-    if re.match(r"\s*(file|image|media|category)\s*:|[a-z]{2,3}(-[a-z]+)?:", target, flags=re.I):
-        return ""
-    return (label.rpartition("|")[2] if label else target).strip().lstrip(":")
-
-
-def _tidy(paragraph: str) -> str:
-    """Close the gaps that removed references and templates leave: "( )", "(, word", "word ,", spaces."""
-    paragraph = re.sub(r"\(\s*[,;:]?\s*\)", "", paragraph)  # "( )" or "(; )" left by a removed pronunciation
-    paragraph = re.sub(r"\(\s*[,;:]\s*", "(", paragraph)  # "(, Akhilleus" -> "(Akhilleus"
-    paragraph = re.sub(r"\s+([,.;:!?)])", r"\1", paragraph)  # "word ," -> "word,"
-    return " ".join(paragraph.split()).lstrip(".,;: ")
-
-
-# --- paragraphs and sentences -------------------------------------------------------------------------
-
-def split_paragraphs(document: str) -> list[str]:
-    """The paragraphs of a document: blocks separated by blank lines."""
-    return [p.strip() for p in re.split(r"\n\s*\n", document) if p.strip()]
-
-
-# Words that end in a period without ending the sentence. Single capitals (initials: "J. R. R. Tolkien")
-# and dotted forms ("U.S.", "e.g.", "Ph.D.") are recognised by shape, see _ends_sentence.
-ABBREVIATIONS = frozenset("""
-    mr mrs ms messrs dr prof rev hon sr jr st mt ft gen col maj capt lt sgt gov sen rep pres
-    vs cf al approx ca fig figs vol vols pp inc ltd co corp bros dept univ
-""".split())
-SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*\s+")  # terminator, closing quotes or brackets, then space
-OPENERS = "\"'“‘(["
-LAST_WORD = re.compile(r"\S*\Z")
-
-
-def split_sentences(paragraph: str) -> list[str]:
-    """Split a paragraph into sentences, well enough for next-sentence prediction on Wikipedia prose.
-
-    A sentence ends at ".", "!" or "?" (plus any closing quotes or brackets) followed by a space and a
-    capital letter, unless the word before the period is an abbreviation, an initial or a dotted form.
-    So "3.14" (no space), "No. 5" (a digit follows) and "e.g. the" (lowercase follows) never split. A
-    sentence starting with a digit is therefore glued to the one before: rare in edited prose.
-    """
-    sentences, start = [], 0
-    for match in SENTENCE_END.finditer(paragraph):
-        if _ends_sentence(paragraph, match.start(), match.end()):
-            sentences.append(paragraph[start:match.end()].strip())
-            start = match.end()
-    sentences.append(paragraph[start:].strip())
-    return [s for s in sentences if s]
-
-
-def _ends_sentence(text: str, stop: int, next_start: int) -> bool:
-    """Does the terminator at text[stop] end a sentence, given that the next one would begin at next_start?
-
-    Only a few characters on either side are looked at, so splitting stays linear in the paragraph length.
-    """
-    following = text[next_start:next_start + 8].lstrip(OPENERS)
-    if not following[:1].isupper():
-        return False
-    if text[stop] in "!?":
-        return True
-    word = LAST_WORD.search(text, max(0, stop - 30), stop).group().lstrip(OPENERS)
-    is_initial = len(word) == 1 and word.isupper()
-    is_dotted = "." in word and all(len(part) <= 2 for part in word.split("."))
-    return not (word.lower() in ABBREVIATIONS or is_initial or is_dotted)
-
-
-def network_available(timeout: float = 3.0) -> bool:
-    """True when huggingface.co can be looked up and connected to within `timeout` seconds.
-
-    Lets a chapter pick a download when online and the embedded wiki-sample when not.
-    """
-    try:
-        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
-    except OSError:
-        return False
-    return True

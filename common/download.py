@@ -1,5 +1,8 @@
 """Fetch a file once, prove it is the right file, and never leave half a file behind.
 
+Downloads feed the corpus, the first step of corpus → tokenizer → token files → batches → model → checkpoint:
+corpora.py names the files and their pins; this module fetches them, and tells whether we are online at all.
+
     path = download(URL, data_dir / "downloads" / "input.txt", size=1_115_394, sha256="86c4...")
 
 Four promises:
@@ -20,6 +23,7 @@ import hashlib
 import http.client
 import json
 import os
+import socket
 import time
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -116,6 +120,18 @@ def _safe_relative_path(member: str, zip_path: Path) -> PurePosixPath:
             "folder; delete the archive, it is not the file the course expects"
         )
     return path
+
+
+def network_available(timeout: float = 3.0) -> bool:
+    """True when huggingface.co can be looked up and connected to within `timeout` seconds.
+
+    Lets a chapter pick a download when online and the embedded wiki-sample when not.
+    """
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
 
 
 # --- transferring --------------------------------------------------------------------------------------

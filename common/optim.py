@@ -1,5 +1,8 @@
 """The optimizer and the learning-rate schedules the papers used.
 
+They turn each batch's gradients into the model's next weights, the step between batches and checkpoint in
+corpus → tokenizer → token files → batches → model → checkpoint.
+
 Weight decay is applied to weight matrices only: decaying biases, LayerNorm gains or nothing-but-lookup
 embeddings toward zero has no regularising meaning (GPT-1's "modified L2", BERT's `AdamWeightDecayOptimizer`
 which excludes LayerNorm and biases).
@@ -28,10 +31,12 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
-def warmup_cosine(step: int, *, peak_lr: float, warmup_steps: int, total_steps: int, floor: float = 0.1) -> float:
+def warmup_cosine(step: int, *, peak_lr: float, warmup_steps: int, total_steps: int,
+                  floor: float = 0.1) -> float:
     """Linear warmup to `peak_lr`, then half a cosine down to `floor * peak_lr` at `total_steps`.
 
-    GPT-1 (§4.1) and Kaplan et al. (§2.2) decay to zero; Chinchilla (§3, App. B) decays by 10x, the default here.
+    GPT-1 (§4.1) and Kaplan et al. (§2.2) decay to zero; Chinchilla (§3, App. B) decays by 10x, the
+    default here.
     """
     if step < warmup_steps:
         return peak_lr * (step + 1) / warmup_steps
@@ -39,18 +44,13 @@ def warmup_cosine(step: int, *, peak_lr: float, warmup_steps: int, total_steps: 
     return peak_lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def warmup_linear(step: int, *, peak_lr: float, warmup_steps: int, total_steps: int, floor: float = 0.0) -> float:
-    """Linear warmup, then linear decay to `floor * peak_lr`: BERT's pre-training (§A.2) and GPT-1's fine-tuning."""
+def warmup_linear(step: int, *, peak_lr: float, warmup_steps: int, total_steps: int,
+                  floor: float = 0.0) -> float:
+    """Linear warmup, then linear decay to `floor * peak_lr`: the schedule of BERT's pre-training (§A.2)
+    and of GPT-1's fine-tuning.
+    """
     if step < warmup_steps:
         return peak_lr * (step + 1) / warmup_steps
     progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
     return peak_lr * (1 - (1 - floor) * progress)
 
-
-def inverse_sqrt_warmup(step: int, *, d_model: int, warmup_steps: int) -> float:
-    """Vaswani et al. 2017, eq. 3: d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (steps counted from 1).
-
-    Often mislabelled a "Kaplan schedule"; Kaplan et al. used warmup then cosine decay.
-    """
-    step = step + 1
-    return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)

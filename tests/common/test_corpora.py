@@ -1,29 +1,17 @@
-"""Corpora: the embedded wiki-sample, the registry's readers, your own text, sentences. No network."""
+"""Corpora: the registry, the cache, your own text and the embedded wiki-sample. No network."""
 
 import hashlib
 import json
 import re
-import socket
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from common import corpora
-from common.corpora import (
-    Corpus,
-    Source,
-    corpus_names,
-    gutenberg_chapters,
-    network_available,
-    open_corpus,
-    prepare_corpus,
-    split_paragraphs,
-    split_sentences,
-    tinystories_stories,
-    wiki_paragraphs,
-    wikitext_articles,
-)
+from common.corpora import Corpus, Source, corpus_names, open_corpus, prepare_corpus
+from common.parsers import MIN_PARAGRAPH_CHARS, gutenberg_chapters, wikitext_articles
+from common.sentences import split_paragraphs
 
 # --- wiki-sample -----------------------------------------------------------------------------------------
 
@@ -57,7 +45,7 @@ def test_wiki_sample_has_articles_made_of_paragraphs(wiki):
         assert any(document.startswith(title) for document in documents), title
     paragraphs = [split_paragraphs(document) for document in documents]
     assert sum(map(len, paragraphs)) > 4000
-    assert all(len(p) >= corpora.MIN_PARAGRAPH_CHARS for doc in paragraphs for p in doc)
+    assert all(len(p) >= MIN_PARAGRAPH_CHARS for doc in paragraphs for p in doc)
     assert sorted(map(len, paragraphs))[len(paragraphs) // 2] >= 20  # a typical article has many paragraphs
     assert corpus.characters == sum(map(len, documents)) > 2_000_000
     assert corpus.words == sum(len(d.split()) for d in documents)
@@ -70,16 +58,6 @@ def test_wiki_sample_drops_lists_of_references_and_disambiguation_pages(wiki):
     assert not any(d.startswith(("Austin may refer to", "Aberdeen may refer to")) for d in documents)
 
 
-def test_wiki_sample_sentences(wiki):
-    _, documents = wiki
-    first = split_paragraphs(documents[0])[0]
-    assert split_sentences(first)[0] == ("Anarchism is a political philosophy that advocates self-governed "
-                                        "societies based on voluntary institutions.")
-    later = [s for d in documents[:10] for p in split_paragraphs(d) for s in split_sentences(p)[1:]]
-    assert len(later) > 1500
-    assert all(s.lstrip(corpora.OPENERS)[0].isupper() for s in later)  # a split is always before a capital
-
-
 def test_wiki_sample_cache_is_reused_and_described(wiki, monkeypatch):
     corpus, documents = wiki
     lines = corpus.path.read_text(encoding="utf-8").splitlines()
@@ -89,76 +67,6 @@ def test_wiki_sample_cache_is_reused_and_described(wiki, monkeypatch):
     assert prepare_corpus("wiki-sample", corpus.path.parent.parent) == corpus
     assert re.fullmatch(r"wiki-sample: \d+ articles, [\d,]+ characters, [\d,]+ words \(embedded, offline\)",
                         corpus.describe())
-
-
-# --- wiki markup, piece by piece ---------------------------------------------------------------------------
-
-WIKITEXT = """{{Infobox person|name=Ada|image={{nested|x}}}}
-'''Ada Lovelace''' ({{IPAc-en|ˈ|æ|d|ə}}; 10 December 1815) was an [[England|English]] [[mathematician]]s<ref name="a">{{cite web|url=http://x.org|title=T}}</ref> and writer.<ref name="b"/> She lived in [[London]].<!-- hidden note -->
-
-[[File:Ada.jpg|thumb|Ada with a [[piano|pianoforte]] and [a bracket] inside]]
-She walked {{convert|3|km|mi}} every day and spoke {{lang|fr|bonjour}} to [http://example.org her friends] &ndash; daily.
-
-== Early life ==
-{| class="wikitable"
-|-
-| cell || {| nested table |} cell
-|}
-Her father was Lord Byron, the poet, who left when she was an infant.
-* a list item long enough to be kept as its own paragraph here
-* short item
-The area is <math>\\pi r^2</math> which is a formula sentence that should go.
-
-== See also ==
-* [[Charles Babbage]] and a long enough line to be a paragraph if kept
-"""
-
-
-def test_wiki_paragraphs_strip_markup_and_keep_structure():
-    assert wiki_paragraphs(WIKITEXT) == [
-        "Ada Lovelace (10 December 1815) was an English mathematicians and writer. She lived in London.",
-        "She walked 3 km every day and spoke bonjour to her friends – daily.",
-        "Her father was Lord Byron, the poet, who left when she was an infant.",
-        "a list item long enough to be kept as its own paragraph here",
-    ]
-
-
-# --- sentences and paragraphs ------------------------------------------------------------------------------
-
-@pytest.mark.parametrize(
-    ("paragraph", "sentences"),
-    [
-        ("It rained. Then it stopped.", ["It rained.", "Then it stopped."]),
-        ("Is it true? Yes! It is.", ["Is it true?", "Yes!", "It is."]),
-        ("Dr. Smith met Mr. and Mrs. Jones. They talked.", ["Dr. Smith met Mr. and Mrs. Jones.", "They talked."]),
-        ("The U.S. Army was formed in 1775. It fought.", ["The U.S. Army was formed in 1775.", "It fought."]),
-        ("Some fruit, e.g. Apples, is sweet. Not all.", ["Some fruit, e.g. Apples, is sweet.", "Not all."]),
-        ("Sour, i.e. Acidic, food. Yes.", ["Sour, i.e. Acidic, food.", "Yes."]),
-        ("J. R. R. Tolkien wrote it. George W. Bush read it.", ["J. R. R. Tolkien wrote it.", "George W. Bush read it."]),
-        ("Pi is about 3.14159. It is irrational.", ["Pi is about 3.14159.", "It is irrational."]),
-        ("He wore No. 5 in 1990. Later he left.", ["He wore No. 5 in 1990.", "Later he left."]),
-        ('She said "It is over." Then she left.', ['She said "It is over."', "Then she left."]),
-        ("It was big (about 5 km wide.) The town grew.", ["It was big (about 5 km wide.)", "The town grew."]),
-        ("He left. “Why?” she asked. (Nobody knew.) Fine.", ["He left.", "“Why?” she asked.", "(Nobody knew.)", "Fine."]),
-        ("He moved to St. Louis in 1900. It grew.", ["He moved to St. Louis in 1900.", "It grew."]),
-        ("Smith et al. Found it. Gen. Lee agreed.", ["Smith et al. Found it.", "Gen. Lee agreed."]),
-        ("He paused... Then he spoke.", ["He paused...", "Then he spoke."]),
-        ("the game 's first . It sold", ["the game 's first .", "It sold"]),  # WikiText's spacing
-        ("Roses are red.\nViolets are blue.", ["Roses are red.", "Violets are blue."]),
-        ("No full stop at the end", ["No full stop at the end"]),
-        ("", []),
-    ],
-)
-def test_split_sentences(paragraph, sentences):
-    assert split_sentences(paragraph) == sentences
-
-
-def test_split_sentences_is_linear_in_paragraph_length():
-    assert len(split_sentences("It rained on Mr. Smith. " * 50_000)) == 50_000  # quadratic would take minutes
-
-
-def test_split_paragraphs():
-    assert split_paragraphs("One.\nStill one.\n\n\nTwo.\n \nThree.\n") == ["One.\nStill one.", "Two.", "Three."]
 
 
 # --- your own text -----------------------------------------------------------------------------------------
@@ -207,7 +115,8 @@ def test_own_text_mistakes_end_in_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "blank.txt").write_text("\n  \n", encoding="utf-8")
     cases = [(latin1, "is not UTF-8 text; save it as UTF-8"), (tmp_path / "nope.txt", "does not exist"),
-             (tmp_path / "empty", "holds no .txt files"), (tmp_path / "blank.txt", "found no text in your file")]
+             (tmp_path / "empty", "holds no .txt files"),
+             (tmp_path / "blank.txt", "found no text in your file")]
     for path, message in cases:
         with pytest.raises(SystemExit, match=message) as failure:
             prepare_corpus("wiki-sample", tmp_path / "data", text_file=str(path))
@@ -216,15 +125,17 @@ def test_own_text_mistakes_end_in_one_line(tmp_path):
 
 
 def test_unknown_corpus_lists_the_choices(tmp_path):
-    with pytest.raises(SystemExit, match="unknown corpus 'shakespeare'; choose one of wiki-sample, tinyshakespeare"):
+    with pytest.raises(SystemExit,
+                       match="unknown corpus 'shakespeare'; choose one of wiki-sample, tinyshakespeare"):
         prepare_corpus("shakespeare", tmp_path)
 
 
-# --- the registry and its readers ------------------------------------------------------------------------
+# --- the registry, downloads and the cache ---------------------------------------------------------------
 
 def test_registry_entries_are_pinned_or_say_why_not():
     assert corpus_names()[:2] == ["wiki-sample", "tinyshakespeare"]
-    for name in ["wikitext-2", "wikitext-103", "tinystories", "tinystories-full", "gutenberg-austen", "books"]:
+    for name in ["wikitext-2", "wikitext-103", "tinystories", "tinystories-full", "gutenberg-austen",
+                 "books"]:
         assert name in corpus_names()
     for name, source in corpora.SOURCES.items():
         assert source.url.startswith("https://"), name
@@ -236,103 +147,7 @@ def test_registry_entries_are_pinned_or_say_why_not():
     assert len(books) >= 5 and all(corpora.SOURCES[member].reader is gutenberg_chapters for member in books)
 
 
-def test_wikitext_articles(tmp_path):
-    raw = tmp_path / "wiki.train.raw"
-    raw.write_text(" \n = Valkyria Chronicles = \n \n The game 's 1 @,@ 000 well @-@ known units . \n \n"
-                   " = = Gameplay = = \n \n Play is 3 @.@ 5 hours . \n = Tower = \n \n A tower . \n",
-                   encoding="utf-8")
-    assert list(wikitext_articles(raw)) == [
-        "The game 's 1,000 well-known units .\n\nPlay is 3.5 hours .", "A tower ."]
-
-
-def test_tinystories_stories(tmp_path):
-    raw = tmp_path / "stories.txt"
-    raw.write_text("Once there was a cat.\nThe cat was happy.\n<|endoftext|>\nLily ran.\n\n\nShe fell."
-                   "<|endoftext|>Tom sat.<|endoftext|>\n<|endoftext|>\n", encoding="utf-8")
-    assert list(tinystories_stories(raw)) == [
-        "Once there was a cat.\n\nThe cat was happy.", "Lily ran.\n\nShe fell.", "Tom sat."]
-
-
-BODY = "It is a truth universally acknowledged, that a single man in\npossession of a good fortune. " * 6
-GUTENBERG_BOOK = f"""\ufeffThe Project Gutenberg eBook of A Test Novel\r
-\r
-Title: A Test Novel\r
-\r
-*** START OF THE PROJECT GUTENBERG EBOOK A TEST NOVEL ***\r
-\r
-PREFACE\r
-\r
-An editor's preface that is not part of the novel and goes on for a while.\r
-\r
-CONTENTS\r
-\r
-CHAPTER I. The Start\r
-\r
-CHAPTER II. The End\r
-\r
-[Illustration: ·A TEST NOVEL·\r
-\r
-Chapter I.]\r
-\r
-\r
-{BODY}\r
-\r
-“_You_ want to tell me,” she said, and the story went on\r
-\r
-[Illustration:\r
-\r
-“He came down to see the place”\r
-\r
-[_Copyright 1894 by George Allen._]]\r
-\r
-without a break.\r
-\r
-CHAPTER II.\r
-\r
-\r
-[Illustration]\r
-\r
-{BODY}\r
-\r
-*** END OF THE PROJECT GUTENBERG EBOOK A TEST NOVEL ***\r
-\r
-The licence, which must not be read as part of the novel.\r
-"""
-UNWRAPPED = " ".join(BODY.split())
-
-
-def test_gutenberg_chapters(tmp_path):
-    book = tmp_path / "pg1.txt"
-    book.write_bytes(GUTENBERG_BOOK.encode())
-    assert list(gutenberg_chapters(book)) == [
-        f"{UNWRAPPED}\n\n“You want to tell me,” she said, and the story went on without a break.",
-        UNWRAPPED,
-    ]
-
-
-def test_gutenberg_sherlock_style_headings(tmp_path):
-    book = tmp_path / "pg2.txt"
-    book.write_text("*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\nContents\n\n   I.     A Scandal\n"
-                    f"   II.    A League\n\n\nI. A SCANDAL\n\n\nI.\n\n{BODY}\n\nII.\n\n{BODY}\n\n"
-                    f"II. A LEAGUE\n\n{BODY}\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\n", encoding="utf-8")
-    assert list(gutenberg_chapters(book)) == [UNWRAPPED] * 3
-
-
-def test_gutenberg_heading_variants(tmp_path):
-    book = tmp_path / "pg4.txt"
-    book.write_text("*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\n"
-                    f"CHAPTER I\nThe Beginning\n\n{BODY}\n\nLetter from Jane\narrived today.\n\n{BODY}\n\n"
-                    f"STAVE TWO.\n\n{BODY}\n\nLetter 4\n\n{BODY}\n"
-                    "*** END OF THE PROJECT GUTENBERG EBOOK X ***\n", encoding="utf-8")
-    assert list(gutenberg_chapters(book)) == [
-        f"{UNWRAPPED}\n\nLetter from Jane arrived today.\n\n{UNWRAPPED}", UNWRAPPED, UNWRAPPED]
-
-
-def test_gutenberg_without_markers_is_refused(tmp_path):
-    book = tmp_path / "pg3.txt"
-    book.write_text("CHAPTER I.\n\nSome text.\n", encoding="utf-8")
-    with pytest.raises(SystemExit, match="is not a Project Gutenberg text"):
-        list(gutenberg_chapters(book))
+PROSE = "A chapter long enough to be more than an entry in the table of contents. " * 8
 
 
 def file_source(path: Path, reader, unit: str, *, pinned: bool = True, member: str | None = None) -> Source:
@@ -350,8 +165,10 @@ def test_prepare_downloads_extracts_parses_and_caches(tmp_path, monkeypatch):
     with zipfile.ZipFile(archive, "w") as z:
         z.write(raw, "wikitext-test/wiki.train.raw")
     book_a, book_b = tmp_path / "pg1.txt", tmp_path / "pg2.txt"
-    book_a.write_bytes(GUTENBERG_BOOK.encode())
-    book_b.write_text(f"*** START OF THE PROJECT GUTENBERG EBOOK B ***\n\nCHAPTER 1\n\n{BODY}\n"
+    book_a.write_text(f"*** START OF THE PROJECT GUTENBERG EBOOK A ***\n\nCHAPTER 1\n\n{PROSE}\n\n"
+                      f"CHAPTER 2\n\n{PROSE}\n*** END OF THE PROJECT GUTENBERG EBOOK A ***\n",
+                      encoding="utf-8")
+    book_b.write_text(f"*** START OF THE PROJECT GUTENBERG EBOOK B ***\n\nCHAPTER 1\n\n{PROSE}\n"
                       "*** END OF THE PROJECT GUTENBERG EBOOK B ***\n", encoding="utf-8")
     sources = {
         "wikitext-test": file_source(archive, wikitext_articles, "article",
@@ -388,20 +205,6 @@ def test_describe_counts_units_in_plain_english(tmp_path):
     assert describe("story", 2).startswith("c: 2 stories,")
     assert describe("speech", 7_222).startswith("c: 7,222 speeches,")
     assert describe("chapter", 3).startswith("c: 3 chapters,")
-
-
-def test_network_available(monkeypatch):
-    class Connection:
-        def close(self):
-            pass
-
-    def refuse(address, timeout):
-        raise OSError("no network")
-
-    monkeypatch.setattr(socket, "create_connection", lambda address, timeout: Connection())
-    assert network_available() is True
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    assert network_available(timeout=0.1) is False
 
 
 def test_open_corpus_reads_a_prepared_cache(tmp_path):
