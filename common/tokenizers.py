@@ -1,28 +1,24 @@
 """Tokenizers: text <-> lists of integer ids.
 
-Four tokenizers share one small interface, so a chapter never cares which one it holds:
-
-    ids = tokenizer.encode("Hello world")      # list[int]
-    text = tokenizer.decode(ids)               # str
-    tokenizer.vocab_size                       # int, every id is < vocab_size
-    tokenizer.token_to_id("<|endoftext|>")     # int, the id of one token
-    tokenizer.save(folder); load_tokenizer(folder)
+Every tokenizer is a `Tokenizer` (the Protocol below), so a chapter never cares which one it holds. Here
+are the two we train on our own corpora:
 
 * CharTokenizer: one id per character. The simplest thing that works, and a baseline for BPE.
-* SentencePieceTokenizer: subwords (BPE or unigram) trained on our own corpus, with byte fallback, so any
-  UTF-8 text survives encode -> decode unchanged.
-* GPT1BPETokenizer: reads the vocabulary OpenAI released with GPT-1, to run the original weights.
-* WordPieceTokenizer: reads the vocabulary Google released with BERT (vocab.txt), to run the original weights.
+* SentencePieceTokenizer: subwords (BPE or unigram) with byte fallback, so any UTF-8 text survives
+  encode -> decode unchanged.
+
+The vocabulary a model was released with (GPT-1's BPE, BERT's WordPiece) lives with that model, in its
+chapter's tokenizer.py, whose load_tokenizer recognises those files and hands every other folder to the one
+here. What those two share, BERT's basic tokenizer (normalise, then split off words and punctuation), is here.
 
 Special tokens ("<|endoftext|>", "[MASK]", ...) of the tokenizers we train always take the first ids, 0..k-1,
 in the order given. Their encode() treats its input as plain text: writing "<|endoftext|>" in a string gives
 the pieces of those 13 characters, never the special id, so no user text can forge a document boundary or a
 mask. Programs insert special tokens by id (`token_to_id`), and decode() shows them literally so you can see
-where they are. The exception is BERT's released vocabulary: there "[MASK]" typed in the text is the mask
-token, as in BERT's own tokenizer, so a learner can ask the original model to fill in a blank.
+where they are. A released vocabulary follows its own model's tokenizer instead (BERT's reads "[MASK]" typed
+in the text as the mask token).
 """
 
-import functools
 import io
 import itertools
 import json
@@ -32,6 +28,7 @@ import string
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import sentencepiece as spm
 
@@ -42,7 +39,32 @@ MAX_TRAINING_LINES = 1_000_000
 MAX_LINE_BYTES = 1 << 16
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+@runtime_checkable  # so a test can check that every tokenizer of the course has these members
+class Tokenizer(Protocol):
+    """What a chapter may ask of any tokenizer, so that its code runs unchanged on every one of them.
+
+        ids = tokenizer.encode("Hello world")      # list[int]
+        text = tokenizer.decode(ids)               # str
+        tokenizer.token_to_id("<|endoftext|>")     # int, the id of one token
+        tokenizer.save(folder); load_tokenizer(folder)
+    """
+
+    vocab_size: int  # every id is < vocab_size: the number of rows of a model's embedding table
+
+    def encode(self, text: str) -> list[int]:
+        """Special tokens typed in `text` stay plain text in the tokenizers we train (see above)."""
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Accepts numpy and torch integers too, so a model's output can be decoded as it comes."""
+
+    def token_to_id(self, token: str) -> int:
+        """A misspelt special token raises KeyError rather than quietly becoming the unknown token."""
+
+    def save(self, folder: Path) -> None:
+        """Write the vocabulary into `folder`, in the files load_tokenizer recognises it by."""
+
+
+def write_atomic(path: Path, data: bytes) -> None:
     """Write a file so that a crash leaves either the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -54,10 +76,12 @@ def _check_special_tokens(special_tokens: Sequence[str], unk_token: str) -> None
     if len(set(special_tokens)) != len(special_tokens):
         raise ValueError(f"special tokens must be distinct: {list(special_tokens)}")
     if unk_token not in special_tokens:
-        raise ValueError(f"the unknown token {unk_token!r} must be one of the special tokens {list(special_tokens)}")
+        raise ValueError(
+            f"the unknown token {unk_token!r} must be one of the special tokens {list(special_tokens)}"
+        )
 
 
-# --- characters -----------------------------------------------------------------------------------------------
+# --- characters ---------------------------------------------------------------------------------------------
 
 
 class CharTokenizer:
@@ -98,26 +122,28 @@ class CharTokenizer:
 
     def save(self, folder: Path) -> None:
         state = {"type": "char", "special_tokens": self.special_tokens, "characters": self.characters}
-        _write_atomic(Path(folder) / self.FILE, json.dumps(state, ensure_ascii=False, indent=1).encode())
+        write_atomic(Path(folder) / self.FILE, json.dumps(state, ensure_ascii=False, indent=1).encode())
 
     @classmethod
     def load(cls, folder: Path) -> "CharTokenizer":
         path = Path(folder) / cls.FILE
         state = json.loads(path.read_text(encoding="utf-8"))
         if state.get("type") != "char":
-            raise SystemExit(f"error: {path} is not a character tokenizer; delete {folder} and run download_data.py")
+            raise SystemExit(
+                f"error: {path} is not a character tokenizer; delete {folder} and run download_data.py"
+            )
         return cls(state["special_tokens"], state["characters"])
 
 
-# --- SentencePiece (our own BPE or unigram vocabulary) -------------------------------------------------------
+# --- SentencePiece (our own BPE or unigram vocabulary) ------------------------------------------------------
 
 
 class _TrainingLines:
     """The non-empty lines of `texts`, streamed to SentencePiece, which learns from lines and never sees "\n".
 
-    ("\n" is still encodable afterwards: byte fallback gives it a token of its own, <0x0A>.) We count the lines
-    to tell an empty corpus from other failures, and keep any exception the texts raise (Ctrl-C, a corpus
-    error), because SentencePiece would report it as a RuntimeError of its own.
+    ("\n" is still encodable afterwards: byte fallback gives it a token of its own, <0x0A>.) We count the
+    lines to tell an empty corpus from other failures, and keep any exception the texts raise (Ctrl-C, a
+    corpus error), because SentencePiece would report it as a RuntimeError of its own.
     """
 
     def __init__(self, texts: Iterable[str]):
@@ -140,10 +166,11 @@ class _TrainingLines:
 class SentencePieceTokenizer:
     """A subword vocabulary learned with SentencePiece, saved as folder/"tokenizer.model".
 
-    Trained with identity normalisation (no Unicode folding, spaces kept as they are, no space added in front),
-    so the only change encode -> decode could make is to the character "▁" (U+2581), which SentencePiece uses
-    to mark spaces and so decodes as " ". With byte_fallback every other character it has not learned is spelt as its
-    UTF-8 bytes (<0x00>..<0xFF>, like GPT-2), and nothing ever becomes the unknown token.
+    Trained with identity normalisation (no Unicode folding, spaces kept as they are, no space added in
+    front), so the only change encode -> decode could make is to the character "▁" (U+2581), which
+    SentencePiece uses to mark spaces and so decodes as " ". With byte_fallback every other character it has
+    not learned is spelt as its UTF-8 bytes (<0x00>..<0xFF>, like GPT-2), and nothing ever becomes the
+    unknown token.
     """
 
     FILE = "tokenizer.model"
@@ -211,7 +238,9 @@ class SentencePieceTokenizer:
             if lines.error is not None:
                 raise lines.error from None
             if lines.count == 0:
-                raise SystemExit("error: the corpus has no text to train a tokenizer on; check --CORPUS") from None
+                raise SystemExit(
+                    "error: the corpus has no text to train a tokenizer on; check --CORPUS"
+                ) from None
             too_small = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(e))
             if not too_small:
                 raise
@@ -224,7 +253,10 @@ class SentencePieceTokenizer:
         if tokenizer.special_tokens != dict(enumerate(special_tokens)):  # the promise above, checked
             raise RuntimeError(f"sentencepiece placed the special tokens as {tokenizer.special_tokens}")
         if tokenizer.vocab_size < vocab_size:
-            print(f"tokenizer: this corpus supports {tokenizer.vocab_size:,} tokens, not {vocab_size:,}; using those")
+            print(
+                f"tokenizer: this corpus supports {tokenizer.vocab_size:,} tokens, not {vocab_size:,}; "
+                "using those"
+            )
         tokenizer.save(out_dir)
         return tokenizer
 
@@ -240,7 +272,8 @@ class SentencePieceTokenizer:
         ids = [int(i) for i in ids]  # numpy or torch integers -> Python ints
         for special, run in itertools.groupby(ids, key=self.special_tokens.__contains__):
             run = list(run)
-            parts.append("".join(self.special_tokens[i] for i in run) if special else self.processor.decode(run))
+            text = "".join(self.special_tokens[i] for i in run) if special else self.processor.decode(run)
+            parts.append(text)
         return "".join(parts)
 
     def token_to_id(self, token: str) -> int:
@@ -250,14 +283,19 @@ class SentencePieceTokenizer:
         return i
 
     def save(self, folder: Path) -> None:
-        _write_atomic(Path(folder) / self.FILE, self.processor.serialized_model_proto())
+        write_atomic(Path(folder) / self.FILE, self.processor.serialized_model_proto())
 
     @classmethod
     def load(cls, folder: Path) -> "SentencePieceTokenizer":
         return cls((Path(folder) / cls.FILE).read_bytes())
 
 
-# --- GPT-1's released BPE vocabulary -----------------------------------------------------------------------------
+# --- BERT's basic tokenizer: the text normalisation both released vocabularies start from -------------------
+#
+# Google's BERT cleans its text, strips accents, lowercases, and splits off every punctuation character before
+# WordPiece sees a word. OpenAI cleaned GPT-1's text with ftfy and spaCy; without them, transformers'
+# OpenAIGPTTokenizer falls back to this same basic tokenizer, and so do we, to give the same ids as it does.
+# Chapter 1's GPT1BPETokenizer and chapter 3's WordPieceTokenizer both start here.
 
 
 def _is_control(ch: str) -> bool:
@@ -270,7 +308,7 @@ def _is_punctuation(ch: str) -> bool:
 
 
 def _is_cjk(ch: str) -> bool:
-    """CJK ideographs are written without spaces, so BERT's tokenizer makes each one a word of its own."""
+    """CJK ideographs are written without spaces, so the basic tokenizer makes each one a word of its own."""
     cp = ord(ch)
     return (
         0x4E00 <= cp <= 0x9FFF
@@ -284,16 +322,16 @@ def _is_cjk(ch: str) -> bool:
     )
 
 
-def _bert_normalize(text: str) -> str:
-    """Clean, strip accents, lowercase: what BERT's basic tokenizer does before splitting into words."""
+def basic_normalize(text: str) -> str:
+    """Clean, strip accents, lowercase: all that happens to the text before it is split into words."""
     text = "".join(" " if ch.isspace() else ch for ch in text if ch != "\ufffd" and not _is_control(ch))
     text = "".join(f" {ch} " if _is_cjk(ch) else ch for ch in text)
     text = "".join(ch for ch in unicodedata.normalize("NFD", text) if unicodedata.category(ch) != "Mn")
     return text.lower()
 
 
-def _bert_words(text: str) -> Iterator[str]:
-    """Split at whitespace, and make every punctuation character a word of its own: "hi, you!" -> hi , you !"""
+def basic_words(text: str) -> Iterator[str]:
+    """Split at whitespace, and make each punctuation character a word of its own: "hi, you!" -> hi , you !"""
     for chunk in text.split():
         word = ""
         for ch in chunk:
@@ -308,176 +346,20 @@ def _bert_words(text: str) -> Iterator[str]:
             yield word
 
 
-def _merge_pair(symbols: list[str], pair: tuple[str, str]) -> list[str]:
-    """Replace every occurrence of `pair` in `symbols`, left to right, by the two symbols joined."""
-    merged, i = [], 0
-    while i < len(symbols):
-        if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
-            merged.append(symbols[i] + symbols[i + 1])
-            i += 2
-        else:
-            merged.append(symbols[i])
-            i += 1
-    return merged
+# --- loading whichever one a folder holds ------------------------------------------------------------------
 
 
-class GPT1BPETokenizer:
-    """The 40,478-token BPE vocabulary of GPT-1, read from a transformers-layout folder (vocab.json, merges.txt).
+def load_tokenizer(folder: Path) -> Tokenizer:
+    """Load the tokenizer we trained into `folder`, recognised by its file.
 
-    OpenAI tokenized with spaCy and ftfy; without them (as here, and in transformers) the text is lowercased and
-    split like BERT's basic tokenizer. Each word then starts as characters, the last one marked as ending a word
-    ("o</w>"), and the learned merges are applied, lowest rank (learned earliest) first. The word-end marks are
-    what decode() turns back into spaces, so decoding gives normalised text: "Hello, World!" -> "hello , world !".
-    Characters outside the vocabulary become "<unk>" when the vocabulary has it, and are dropped when not.
-    """
-
-    VOCAB, MERGES = "vocab.json", "merges.txt"
-    END_OF_WORD = "</w>"
-
-    def __init__(self, vocab: dict[str, int], merges: list[tuple[str, str]]):
-        self.vocab = vocab  # token -> id
-        self.merges = merges  # in the order they were learned
-        self.ranks = {pair: rank for rank, pair in enumerate(merges)}
-        self.id_to_token = {i: token for token, i in vocab.items()}
-        self.vocab_size = len(vocab)
-        self.unk_id = vocab.get("<unk>")
-        # Words repeat a lot (Zipf): remember the ids of recent ones instead of merging them again.
-        self._encode_word = functools.lru_cache(maxsize=1 << 16)(self._encode_word_uncached)
-
-    def _bpe(self, word: str) -> list[str]:
-        """Merge the characters of one word into vocabulary tokens: "lower" -> ["low", "er</w>"]."""
-        symbols = [*word[:-1], word[-1] + self.END_OF_WORD]
-        while len(symbols) > 1:
-            pair = min(itertools.pairwise(symbols), key=lambda p: self.ranks.get(p, len(self.ranks)))
-            if pair not in self.ranks:
-                break
-            symbols = _merge_pair(symbols, pair)
-        return symbols
-
-    def _encode_word_uncached(self, word: str) -> tuple[int, ...]:
-        ids = (self.vocab.get(token, self.unk_id) for token in self._bpe(word))
-        return tuple(i for i in ids if i is not None)
-
-    def encode(self, text: str) -> list[int]:
-        return [i for word in _bert_words(_bert_normalize(text)) for i in self._encode_word(word)]
-
-    def decode(self, ids: Iterable[int]) -> str:
-        text = "".join(self.id_to_token[int(i)] for i in ids)
-        return text.removesuffix(self.END_OF_WORD).replace(self.END_OF_WORD, " ")
-
-    def token_to_id(self, token: str) -> int:
-        return self.vocab[token]
-
-    def save(self, folder: Path) -> None:
-        folder = Path(folder)
-        _write_atomic(folder / self.VOCAB, json.dumps(self.vocab, ensure_ascii=False).encode())
-        merges = "".join(f"{a} {b}\n" for a, b in self.merges)
-        _write_atomic(folder / self.MERGES, f"#version: 0.2\n{merges}".encode())
-
-    @classmethod
-    def load(cls, folder: Path) -> "GPT1BPETokenizer":
-        folder = Path(folder)
-        vocab = json.loads((folder / cls.VOCAB).read_text(encoding="utf-8"))
-        lines = (folder / cls.MERGES).read_text(encoding="utf-8").splitlines()
-        merges = [tuple(line.split()) for line in lines if line and not line.startswith("#version")]
-        return cls(vocab, merges)
-
-
-# --- BERT's released WordPiece vocabulary -------------------------------------------------------------------
-
-
-class WordPieceTokenizer:
-    """BERT's WordPiece vocabulary (30,522 tokens in bert-base-uncased), read from vocab.txt: one token a line,
-    its id the line number.
-
-    The text is cleaned, accents stripped and lowercased, and split at whitespace and punctuation (BERT's basic
-    tokenizer, as for GPT-1 above). Each word is then cut greedily into the longest vocabulary entries from the
-    left; a piece that continues a word is written with "##" ("unaffable" -> un ##aff ##able). A word that
-    cannot be cut, or is longer than 100 characters, becomes "[UNK]" as a whole. BERT's special tokens typed
-    in the text ("[MASK]", "[SEP]", ...) are never split and give their own ids. decode() joins the tokens
-    with spaces and glues the "##" pieces back on, so it returns normalised text: "Hello, World!" ->
-    "hello , world !".
-    """
-
-    FILE = "vocab.txt"
-    SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-    MAX_WORD_CHARS = 100  # google-research/bert tokenization.py max_input_chars_per_word
-
-    def __init__(self, tokens: Sequence[str]):
-        self.tokens = list(tokens)  # id -> token
-        self.vocab = {token: i for i, token in enumerate(self.tokens)}  # token -> id
-        if "[UNK]" not in self.vocab:
-            raise ValueError("a WordPiece vocabulary needs the token [UNK]")
-        self.vocab_size = len(self.tokens)
-        self.unk_id = self.vocab["[UNK]"]
-        specials = [re.escape(t) for t in self.SPECIAL_TOKENS if t in self.vocab]
-        self._specials = re.compile(f"({'|'.join(specials)})")  # split() keeps the specials at odd indices
-        self._encode_word = functools.lru_cache(maxsize=1 << 16)(self._encode_word_uncached)
-
-    def _encode_word_uncached(self, word: str) -> tuple[int, ...]:
-        """Greedy longest-match-first: "unaffable" -> un, ##aff, ##able."""
-        if len(word) > self.MAX_WORD_CHARS:
-            return (self.unk_id,)
-        ids, start = [], 0
-        while start < len(word):
-            for end in range(len(word), start, -1):  # the longest piece first
-                piece = word[start:end] if start == 0 else "##" + word[start:end]
-                if piece in self.vocab:
-                    ids.append(self.vocab[piece])
-                    break
-            else:  # no piece of the vocabulary starts here: the whole word is unknown
-                return (self.unk_id,)
-            start = end
-        return tuple(ids)
-
-    def encode(self, text: str) -> list[int]:
-        ids = []
-        for i, part in enumerate(self._specials.split(text)):
-            if i % 2:  # a special token, as typed
-                ids.append(self.vocab[part])
-            else:
-                ids.extend(t for word in _bert_words(_bert_normalize(part)) for t in self._encode_word(word))
-        return ids
-
-    def decode(self, ids: Iterable[int]) -> str:
-        return " ".join(self.tokens[int(i)] for i in ids).replace(" ##", "")
-
-    def token_to_id(self, token: str) -> int:
-        if token not in self.vocab:
-            raise KeyError(f"{token!r} is not in the vocabulary")
-        return self.vocab[token]
-
-    def save(self, folder: Path) -> None:
-        _write_atomic(Path(folder) / self.FILE, "".join(f"{token}\n" for token in self.tokens).encode())
-
-    @classmethod
-    def load(cls, folder: Path) -> "WordPieceTokenizer":
-        path = Path(folder) / cls.FILE
-        lines = path.read_text(encoding="utf-8").split("\n")  # not splitlines(): tokens may hold odd characters
-        if lines[-1] == "":
-            lines.pop()  # the newline that ends the last line
-        if "[UNK]" not in lines:
-            raise SystemExit(f"error: {path} has no [UNK] token; it is not a BERT WordPiece vocabulary")
-        return cls(lines)
-
-
-def load_tokenizer(
-    folder: Path,
-) -> CharTokenizer | SentencePieceTokenizer | GPT1BPETokenizer | WordPieceTokenizer:
-    """Load whichever tokenizer `folder` holds, recognised by its files.
-
-    GPT-1's and BERT's files come first: a transformers folder may also hold a tokenizer.json of its own.
+    A chapter whose model was released with a vocabulary of its own has a load_tokenizer that looks for that
+    first and hands every other folder here.
     """
     folder = Path(folder)
-    if (folder / GPT1BPETokenizer.VOCAB).exists() and (folder / GPT1BPETokenizer.MERGES).exists():
-        return GPT1BPETokenizer.load(folder)
-    if (folder / WordPieceTokenizer.FILE).exists():
-        return WordPieceTokenizer.load(folder)
     if (folder / SentencePieceTokenizer.FILE).exists():
         return SentencePieceTokenizer.load(folder)
     if (folder / CharTokenizer.FILE).exists():
         return CharTokenizer.load(folder)
     raise SystemExit(
-        f"error: no tokenizer in {folder} (tokenizer.model, tokenizer.json, vocab.txt, or vocab.json + "
-        "merges.txt); run download_data.py"
+        f"error: no tokenizer in {folder} (tokenizer.model or tokenizer.json); run download_data.py"
     )
