@@ -1,60 +1,35 @@
 """Token files: a corpus encoded once, then read by training straight from disk.
 
-    out_dir/train.bin, out_dir/val.bin   raw token ids, documents one after another (np.uint16, or np.uint32 for
-                                         vocabularies over 65,536), each document followed by a separator
-                                         token when one is given (GPT's <|endoftext|>)
+    out_dir/train.bin, out_dir/val.bin   raw token ids, documents one after another (np.uint16, or np.uint32
+                                         for vocabularies over 65,536), each document followed by a
+                                         separator token when one is given (GPT's <|endoftext|>)
     out_dir/meta.json                    dtype, token counts and how the split was made
 
-Training reads the .bin files as memory maps (np.memmap): the operating system pages in the windows a batch
-touches, so a corpus larger than RAM trains just as well. meta.json is written last; its presence means the
-two .bin files are complete.
+`write_token_files` writes this flat stream, the format of the GPT chapters; a chapter whose model needs
+more structure (BERT's sentence pairs) writes its own files beside the same two with `SplitWriter`. Training
+reads the .bin files as memory maps (np.memmap): the operating system pages in the windows a batch touches,
+so a corpus larger than RAM trains just as well. meta.json is written last; its presence means the folder is
+complete.
 """
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
+from common.tokenizers import Tokenizer
+
 SPLITS = ("train", "val")
 CHUNK_TOKENS = 1 << 20  # tokens buffered in memory before they are written out (4 MiB as uint32)
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
-    """The smallest unsigned type that holds every id: uint16 halves the files of any vocabulary up to 65,536."""
+    """The smallest unsigned type that holds every id: uint16 halves the files of vocabularies to 65,536."""
     return np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)
-
-
-class TokenWriter:
-    """Appends token arrays to one file, buffering up to `chunk_tokens` of them so memory stays bounded."""
-
-    def __init__(self, path: Path, chunk_tokens: int):
-        self.file = open(path, "wb")  # closed by __exit__
-        self.chunk_tokens = chunk_tokens
-        self.buffer: list[np.ndarray] = []
-        self.buffered = 0
-
-    def append(self, ids: np.ndarray) -> None:
-        self.buffer.append(ids)
-        self.buffered += len(ids)
-        if self.buffered >= self.chunk_tokens:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.buffer:
-            np.concatenate(self.buffer).tofile(self.file)
-        self.buffer, self.buffered = [], 0
-
-    def __enter__(self) -> "TokenWriter":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if exc[0] is None:
-            self.flush()
-        self.file.close()
 
 
 class DocumentSplit:
@@ -83,41 +58,149 @@ class DocumentSplit:
         return False
 
 
-def _move_tail(src: Path, dst: Path, count: int, dtype: np.dtype, chunk_tokens: int) -> None:
-    """Move the last `count` tokens of file `src` to the end of file `dst`, a chunk at a time."""
-    tokens = np.memmap(src, dtype=dtype, mode="r")
+class _TokenFile:
+    """Appends token arrays to one file, buffering up to `chunk_tokens` of them so memory stays bounded."""
+
+    def __init__(self, path: Path, chunk_tokens: int):
+        self.file = open(path, "wb")  # closed by close()
+        self.chunk_tokens = chunk_tokens
+        self.buffer: list[np.ndarray] = []
+        self.buffered = 0
+        self.tokens = 0  # written so far, buffer included
+
+    def append(self, ids: np.ndarray) -> None:
+        self.buffer.append(ids)
+        self.buffered += len(ids)
+        self.tokens += len(ids)
+        if self.buffered >= self.chunk_tokens:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buffer:
+            np.concatenate(self.buffer).tofile(self.file)
+        self.buffer, self.buffered = [], 0
+
+    def close(self) -> None:
+        self.flush()
+        self.file.close()
+
+
+class SplitWriter:
+    """Writes a corpus, document by document, into out_dir/train.bin and val.bin, then meta.json:
+
+        with SplitWriter(out_dir, tokenizer.vocab_size, val_fraction=0.05) as writer:
+            for ids in encoded_documents:
+                split = writer.write(ids)  # "train" or "val": the whole document goes to one split
+            writer.publish({"corpus": name})  # other files of the chapter's format may be published with it
+
+    Documents go whole to one split (DocumentSplit); an empty document is counted but written nowhere. Tokens
+    are streamed to disk in chunks, so memory holds one chunk whatever the corpus size. Everything is written
+    under temporary names and renamed by publish(), which writes meta.json last: its presence means the folder
+    is complete, and an interrupted run leaves the previous files as they were.
+    """
+
+    def __init__(self, out_dir: Path, vocab_size: int, val_fraction: float, chunk_tokens: int = CHUNK_TOKENS):
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.vocab_size = vocab_size
+        self.dtype = token_dtype(vocab_size)
+        self.chunk_tokens = chunk_tokens
+        self.document_split = DocumentSplit(val_fraction)
+        self.tmp = {split: self.out_dir / f"{split}.bin.tmp" for split in SPLITS}
+        self.files = {split: _TokenFile(path, chunk_tokens) for split, path in self.tmp.items()}
+        self.documents = 0  # every document written, empty ones included: an index into the corpus
+        self.val_documents: list[int] = []  # the indices of those that went to val
+
+    def write(self, ids: Sequence[int] | np.ndarray) -> str | None:
+        """Append one document's token ids to train or val, and say which (None for an empty document)."""
+        self.documents += 1
+        if len(ids) == 0:
+            return None
+        split = "val" if self.document_split.to_val(len(ids)) else "train"
+        if split == "val":
+            self.val_documents.append(self.documents - 1)
+        self.files[split].append(np.asarray(ids, dtype=self.dtype))
+        return split
+
+    def tokens(self, split: str) -> int:
+        return self.files[split].tokens
+
+    def publish(self, extra_meta: dict, files: dict[str, np.ndarray] | None = None) -> dict:
+        """Close the token files; save `files` (name -> array, as .npy) beside them; rename everything into
+        place and write meta.json last. Returns the meta dict: dtype, counts, the split and `extra_meta`."""
+        for file in self.files.values():
+            file.close()
+        for name, array in (files or {}).items():
+            self.tmp[name] = self.out_dir / f"{name}.tmp"
+            with open(self.tmp[name], "wb") as f:
+                np.save(f, array)
+        meta = {
+            "dtype": self.dtype.name,
+            "vocab_size": self.vocab_size,
+            "train_tokens": self.tokens("train"),
+            "val_tokens": self.tokens("val"),
+            "documents": self.documents,
+            "val_fraction": self.document_split.val_fraction,
+            "val_documents": self.val_documents,
+            **extra_meta,
+        }
+        (self.out_dir / "meta.json").unlink(missing_ok=True)  # from here on, no meta.json = not finished
+        for split in SPLITS:
+            os.replace(self.tmp.pop(split), self.out_dir / f"{split}.bin")
+        for name in list(self.tmp):
+            os.replace(self.tmp.pop(name), self.out_dir / name)
+        (self.out_dir / "meta.json.tmp").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+        os.replace(self.out_dir / "meta.json.tmp", self.out_dir / "meta.json")
+        return meta
+
+    def __enter__(self) -> "SplitWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """On an error or Ctrl-C (or after publish), nothing temporary is left behind."""
+        for file in self.files.values():
+            file.file.close()
+        for path in self.tmp.values():
+            path.unlink(missing_ok=True)
+
+
+def _move_tail(src: _TokenFile, dst: _TokenFile, count: int, dtype: np.dtype, chunk_tokens: int) -> None:
+    """Move the last `count` tokens of `src` (closed here: nothing more goes there) to the end of `dst`."""
+    src.flush()
+    src.file.close()
+    path = Path(src.file.name)
+    tokens = np.memmap(path, dtype=dtype, mode="r")
     keep = len(tokens) - count
-    with open(dst, "ab") as f:
-        for start in range(keep, len(tokens), chunk_tokens):
-            tokens[start : start + chunk_tokens].tofile(f)
+    for start in range(keep, len(tokens), chunk_tokens):
+        dst.append(np.array(tokens[start : start + chunk_tokens]))
     del tokens  # release the map before shrinking the file under it
-    os.truncate(src, keep * dtype.itemsize)
+    os.truncate(path, keep * dtype.itemsize)
+    src.tokens = keep
 
 
-def _ensure_both_splits(paths: dict[str, Path], val_fraction: float, dtype: np.dtype, chunk_tokens: int) -> dict:
-    """Make train and val both non-empty and return their token counts.
+def _ensure_both_splits(writer: SplitWriter, val_fraction: float) -> None:
+    """Make train and val both non-empty.
 
     Documents are split whole, so a corpus of very few documents (one long text file, say) can leave a split
     empty. Then we split by tokens instead: the tail of the full split moves over, val_fraction of the tokens
     to val, the rest to train.
     """
-    counts = {split: paths[split].stat().st_size // dtype.itemsize for split in SPLITS}
-    total = sum(counts.values())
+    total = writer.tokens("train") + writer.tokens("val")
     if total < 2:
-        raise SystemExit(f"error: the corpus encodes to {total} token(s), too few to train on; use a bigger corpus")
+        raise SystemExit(
+            f"error: the corpus encodes to {total} token(s), too few to train on; use a bigger corpus"
+        )
     val_tokens = min(max(round(total * val_fraction), 1), total - 1)
-    if counts["val"] == 0:
-        _move_tail(paths["train"], paths["val"], val_tokens, dtype, chunk_tokens)
-        counts = {"train": total - val_tokens, "val": val_tokens}
-    elif counts["train"] == 0:
-        _move_tail(paths["val"], paths["train"], total - val_tokens, dtype, chunk_tokens)
-        counts = {"train": total - val_tokens, "val": val_tokens}
-    return counts
+    files, args = writer.files, (writer.dtype, writer.chunk_tokens)
+    if writer.tokens("val") == 0:
+        _move_tail(files["train"], files["val"], val_tokens, *args)
+    elif writer.tokens("train") == 0:
+        _move_tail(files["val"], files["train"], total - val_tokens, *args)
 
 
 def write_token_files(
     documents: Iterable[str],
-    tokenizer,
+    tokenizer: Tokenizer,
     out_dir: Path,
     *,
     val_fraction: float = 0.1,
@@ -125,56 +208,17 @@ def write_token_files(
     extra_meta: dict | None = None,
     chunk_tokens: int = CHUNK_TOKENS,
 ) -> dict:
-    """Encode `documents` into out_dir/train.bin, val.bin and meta.json; return the meta dict.
+    """Encode `documents` as one flat token stream per split (out_dir/train.bin, val.bin); return the meta.
 
-    Documents go whole to one split or the other (see DocumentSplit). meta.json lists the val documents'
-    indices, so a later task (fine-tuning questions, say) can be built from the same held-out documents.
-    Documents are streamed and tokens written in chunks, so memory holds one document and one chunk, whatever
-    the corpus size. Files are written under temporary names and renamed only at the end: an interrupted run
-    leaves the previous files as they were.
+    The format of GPT-style language models: each document is followed by `separator_id` (GPT's
+    <|endoftext|>), and training reads random windows across the stream. meta.json lists the val documents'
+    indices, so a later step can tell which documents training never saw.
     """
-    document_split = DocumentSplit(val_fraction)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    dtype = token_dtype(tokenizer.vocab_size)
-    tmp = {split: out_dir / f"{split}.bin.tmp" for split in SPLITS}
-    try:
-        with TokenWriter(tmp["train"], chunk_tokens) as train, TokenWriter(tmp["val"], chunk_tokens) as val:
-            n_documents, val_documents = 0, []
-            for text in tqdm(documents, desc="encoding", unit=" documents", disable=None):
-                ids = tokenizer.encode(text) + ([] if separator_id is None else [separator_id])
-                if document_split.to_val(len(ids)):
-                    val.append(np.asarray(ids, dtype=dtype))
-                    val_documents.append(n_documents)
-                else:
-                    train.append(np.asarray(ids, dtype=dtype))
-                n_documents += 1
-        counts = _ensure_both_splits(tmp, val_fraction, dtype, chunk_tokens)
-        meta = {
-            "dtype": dtype.name,
-            "vocab_size": tokenizer.vocab_size,
-            "train_tokens": counts["train"],
-            "val_tokens": counts["val"],
-            "documents": n_documents,
-            "val_fraction": val_fraction,
-            "val_documents": val_documents,
-            **(extra_meta or {}),
-        }
-        publish(out_dir, {f"{split}.bin": tmp[split] for split in SPLITS}, meta)
-    finally:
-        for path in tmp.values():
-            path.unlink(missing_ok=True)
-    return meta
-
-
-def publish(out_dir: Path, files: dict[str, Path], meta: dict) -> None:
-    """Give finished temporary files their names in out_dir, then write meta.json, last: its presence means that
-    everything it describes is complete, so a run killed halfway leaves a folder that is rebuilt, not trusted."""
-    (out_dir / "meta.json").unlink(missing_ok=True)  # from here on, no meta.json = not finished
-    for name, path in files.items():
-        os.replace(path, out_dir / name)
-    (out_dir / "meta.json.tmp").write_text(json.dumps(meta, indent=1), encoding="utf-8")
-    os.replace(out_dir / "meta.json.tmp", out_dir / "meta.json")
+    with SplitWriter(out_dir, tokenizer.vocab_size, val_fraction, chunk_tokens) as writer:
+        for text in tqdm(documents, desc="encoding", unit=" documents", disable=None):
+            writer.write(tokenizer.encode(text) + ([] if separator_id is None else [separator_id]))
+        _ensure_both_splits(writer, val_fraction)
+        return writer.publish(extra_meta or {})
 
 
 def read_meta(out_dir: Path) -> dict:
@@ -225,7 +269,8 @@ class Batches:
         x, y = windows[:, :-1].contiguous(), windows[:, 1:].contiguous()  # (B, T), (B, T)
         if self.device.type == "cuda":
             # Page-locked memory lets the copy run asynchronously while the GPU is still busy.
-            return x.pin_memory().to(self.device, non_blocking=True), y.pin_memory().to(self.device, non_blocking=True)
+            x, y = x.pin_memory(), y.pin_memory()
+            return x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
         return x.to(self.device), y.to(self.device)
 
     def state_dict(self) -> dict:

@@ -26,9 +26,11 @@ import numpy as np
 from tqdm import tqdm
 
 from common.config import load_config
-from common.corpora import network_available, prepare_corpus, split_paragraphs, split_sentences
-from common.tokenizers import SentencePieceTokenizer
-from common.tokens import CHUNK_TOKENS, SPLITS, DocumentSplit, TokenWriter, publish, read_meta, token_dtype
+from common.corpora import prepare_corpus
+from common.download import network_available
+from common.sentences import document_sentences
+from common.tokenizers import SentencePieceTokenizer, Tokenizer
+from common.tokens import SPLITS, SplitWriter, read_meta
 from phase1_foundation.project3_contextual_embeddings import config
 
 # PAPER: BERT §3 uses [CLS] to open every input and [SEP] to close each segment; [MASK] stands in for the
@@ -52,12 +54,7 @@ def corpus_name(cfg: SimpleNamespace) -> str:
     return "wiki-sample"
 
 
-def document_sentences(text: str) -> list[str]:
-    """A document's sentences, paragraph by paragraph: NSP's "next sentence" is the one that follows here."""
-    return [s for p in split_paragraphs(text) for s in split_sentences(p.replace("\n", " "))]
-
-
-def encode_sentence(tokenizer, sentence: str) -> list[int]:
+def encode_sentence(tokenizer: Tokenizer, sentence: str) -> list[int]:
     """Token ids of one sentence, with the space that precedes it in running text.
 
     The tokenizer learned words with their leading space ("▁the"); without one, every sentence's first word
@@ -94,69 +91,40 @@ def prepare(cfg: SimpleNamespace) -> Path:
 
 
 def write_sentence_files(
-    documents: Iterable[str], tokenizer, out_dir: Path, *, val_fraction: float, extra_meta: dict | None = None
+    documents: Iterable[str], tokenizer: Tokenizer, out_dir: Path, *, val_fraction: float,
+    extra_meta: dict | None = None,
 ) -> dict:
     """Encode `documents` sentence by sentence into the files listed at the top; return the meta dict.
 
-    Documents go whole to train or val by chapter 1's rule (common.tokens.DocumentSplit): val pairs come from
-    documents training never saw, and a NotNext B, drawn from another document of the same split, too.
-    Documents of one sentence give no IsNext pair but still serve masked LM and NotNext: kept. Empty ones are
-    skipped (their index still counts in val_documents). Tokens are streamed to disk; only the offsets stay in
-    memory.
+    Documents go whole to train or val by the rule chapter 1's token files follow (common.tokens.SplitWriter):
+    val pairs come from documents training never saw, and a NotNext B, drawn from another document of the same
+    split, too. Documents of one sentence give no IsNext pair but still serve masked LM and NotNext: kept.
+    Empty ones are written nowhere (their index still counts in val_documents). Tokens are streamed to disk;
+    only the offsets stay in memory.
     """
-    document_split = DocumentSplit(val_fraction)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    dtype = token_dtype(tokenizer.vocab_size)
-    tmp = {f"{split}{suffix}": out_dir / f"{split}{suffix}.tmp" for split in SPLITS for suffix in SUFFIXES}
-    sentences = {name: array("q", [0]) for name in SPLITS}  # offsets into each split's tokens
-    docs = {name: array("q", [0]) for name in SPLITS}  # offsets into each split's sentences
-    val_documents, n_documents = [], 0
-    try:
-        with (TokenWriter(tmp["train.bin"], CHUNK_TOKENS) as train,
-              TokenWriter(tmp["val.bin"], CHUNK_TOKENS) as val):
-            writers = {"train": train, "val": val}
-            for text in tqdm(documents, desc="encoding", unit=" documents", disable=None):
-                ids = [encode_sentence(tokenizer, s) for s in document_sentences(text)]
-                n_documents += 1
-                if not ids:
-                    continue
-                lengths = np.cumsum([len(s) for s in ids])
-                name = "val" if document_split.to_val(int(lengths[-1])) else "train"
-                if name == "val":
-                    val_documents.append(n_documents - 1)
-                writers[name].append(np.fromiter(chain.from_iterable(ids), dtype, count=int(lengths[-1])))
-                sentences[name].extend((sentences[name][-1] + lengths).tolist())
-                docs[name].append(len(sentences[name]) - 1)
+    sentences = {split: array("q", [0]) for split in SPLITS}  # offsets into each split's tokens
+    docs = {split: array("q", [0]) for split in SPLITS}  # offsets into each split's sentences
+    with SplitWriter(out_dir, tokenizer.vocab_size, val_fraction) as writer:
+        for text in tqdm(documents, desc="encoding", unit=" documents", disable=None):
+            ids = [encode_sentence(tokenizer, s) for s in document_sentences(text)]
+            split = writer.write(np.fromiter(chain.from_iterable(ids), np.int64))
+            if split is None:
+                continue
+            sentences[split].extend((sentences[split][-1] + np.cumsum([len(s) for s in ids])).tolist())
+            docs[split].append(len(sentences[split]) - 1)
         counts = {
-            name: {"documents": len(docs[name]) - 1, "sentences": len(sentences[name]) - 1,
-                   "tokens": sentences[name][-1]}
-            for name in SPLITS
+            split: {"documents": len(docs[split]) - 1, "sentences": len(sentences[split]) - 1,
+                    "tokens": sentences[split][-1]}
+            for split in SPLITS
         }
         if not all(c["documents"] for c in counts.values()):
             raise SystemExit(
-                f"error: {n_documents} document(s) split into {counts['train']['documents']} train and "
+                f"error: {writer.documents} document(s) split into {counts['train']['documents']} train and "
                 f"{counts['val']['documents']} val; give more (two blank lines end a document in a text file)"
             )
-        for name in SPLITS:
-            with open(tmp[f"{name}_sentences.npy"], "wb") as f:
-                np.save(f, np.asarray(sentences[name], dtype=np.int64))
-            with open(tmp[f"{name}_documents.npy"], "wb") as f:
-                np.save(f, np.asarray(docs[name], dtype=np.int64))
-        meta = {
-            "dtype": dtype.name,
-            "vocab_size": tokenizer.vocab_size,
-            "counts": counts,
-            "documents": n_documents,
-            "val_fraction": val_fraction,
-            "val_documents": val_documents,
-            **(extra_meta or {}),
-        }
-        publish(out_dir, tmp, meta)
-    finally:
-        for path in tmp.values():
-            path.unlink(missing_ok=True)
-    return meta
+        offsets = {f"{split}_{name}.npy": np.asarray(table[split], dtype=np.int64)
+                   for split in SPLITS for name, table in (("sentences", sentences), ("documents", docs))}
+        return writer.publish({"counts": counts, **(extra_meta or {})}, files=offsets)
 
 
 def load_split(folder: Path, split: str) -> tuple[np.memmap, np.ndarray, np.ndarray]:
@@ -180,7 +148,7 @@ def load_split(folder: Path, split: str) -> tuple[np.memmap, np.ndarray, np.ndar
 
 
 def _size_flag(argv: list[str]) -> list[str]:
-    """The draft's `--size small` (or `--size=large`) is `--SIZE=small`."""
+    """`--size small` (or `--size=large`), as the README writes it, is `--SIZE=small`."""
     out = []
     for arg in argv:
         if out and out[-1] == "--size":

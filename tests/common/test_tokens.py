@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from common.tokenizers import CharTokenizer
-from common.tokens import Batches, DocumentSplit, load_tokens, read_meta, write_token_files
+from common.tokens import Batches, DocumentSplit, SplitWriter, load_tokens, read_meta, write_token_files
 
 SPECIALS = ["<unk>", "<|endoftext|>"]
 EOT = 1
@@ -42,7 +42,8 @@ def file_bytes(folder) -> dict[str, bytes]:
 def test_documents_go_whole_to_one_split(tmp_path):
     docs = make_documents(300)
     tok = char_tokenizer(docs)
-    meta = write_token_files(docs, tok, tmp_path, val_fraction=0.1, separator_id=EOT, extra_meta={"corpus": "x"})
+    meta = write_token_files(docs, tok, tmp_path, val_fraction=0.1, separator_id=EOT,
+                             extra_meta={"corpus": "x"})
 
     train, val = load_tokens(tmp_path, "train"), load_tokens(tmp_path, "val")
     train_docs, val_docs = split_documents(train, tok), split_documents(val, tok)
@@ -61,7 +62,8 @@ def test_documents_go_whole_to_one_split(tmp_path):
 def test_document_split_sends_a_document_to_val_when_it_fits_in_vals_share():
     split = DocumentSplit(0.25)
     # seen: 10, 20, 23, 33, 36, 76, 80; val may hold a quarter of what was seen, counting the new document
-    assert [split.to_val(n) for n in (10, 10, 3, 10, 3, 40, 4)] == [False, False, True, False, True, False, True]
+    assert ([split.to_val(n) for n in (10, 10, 3, 10, 3, 40, 4)]
+            == [False, False, True, False, True, False, True])
     assert (split.seen, split.val_seen) == (80, 10)
 
 
@@ -97,7 +99,8 @@ def test_dtype_follows_the_vocabulary_size(tmp_path):
     assert train.dtype == np.uint32 and train.max() == 69_999
 
 
-@pytest.mark.parametrize(("n_documents", "val_fraction"), [(1, 0.1), (1, 0.5), (2, 0.01), (3, 0.99), (4, 0.999)])
+@pytest.mark.parametrize(("n_documents", "val_fraction"),
+                         [(1, 0.1), (1, 0.5), (2, 0.01), (3, 0.99), (4, 0.999)])
 def test_both_splits_are_never_empty(tmp_path, n_documents, val_fraction):
     docs = ["some words in a document " * 4] * n_documents
     tok = char_tokenizer(docs)
@@ -106,7 +109,8 @@ def test_both_splits_are_never_empty(tmp_path, n_documents, val_fraction):
     assert len(train) > 0 and len(val) > 0
     assert len(train) + len(val) == n_documents * (len(docs[0]) + 1)
     assert (meta["train_tokens"], meta["val_tokens"]) == (len(train), len(val))
-    # Nothing lost, nothing reordered: the documents are all alike, so the two splits end to end spell the corpus.
+    # Nothing lost, nothing reordered: the documents are all alike, so the two splits
+    # end to end spell the corpus.
     corpus = "<|endoftext|>".join(docs) + "<|endoftext|>"
     assert corpus in (tok.decode(train) + tok.decode(val), tok.decode(val) + tok.decode(train))
 
@@ -138,7 +142,8 @@ def test_tokens_are_streamed_in_chunks(tmp_path):
     def stream():
         for i, doc in enumerate(docs):
             if i == len(docs) - 1:
-                on_disk_before_the_end.append(sum(p.stat().st_size for p in (tmp_path / "small").glob("*.tmp")))
+                on_disk_before_the_end.append(
+                    sum(p.stat().st_size for p in (tmp_path / "small").glob("*.tmp")))
             yield doc
 
     write_token_files(stream(), tok, tmp_path / "small", separator_id=EOT, chunk_tokens=16)
@@ -173,7 +178,33 @@ def test_missing_or_incomplete_files_are_one_line(tmp_path):
         load_tokens(tmp_path, "train")
 
 
-# --- Batches -------------------------------------------------------------------------------------------------
+
+# --- SplitWriter: the same files for a chapter with a format of its own -------------------------------------
+
+
+def test_split_writer_publishes_a_chapters_own_files_with_the_token_files(tmp_path):
+    with SplitWriter(tmp_path, vocab_size=100, val_fraction=0.5) as writer:
+        splits = [writer.write(ids) for ids in ([1, 2, 3], [], [4, 5], np.array([6, 7, 8, 9]))]
+        offsets = np.array([0, 3, 7], dtype=np.int64)
+        meta = writer.publish({"format": "mine"}, files={"train_offsets.npy": offsets})
+    assert splits == ["train", None, "val", "train"]  # an empty document is counted, written nowhere
+    assert meta == read_meta(tmp_path) == {
+        "dtype": "uint16", "vocab_size": 100, "train_tokens": 7, "val_tokens": 2, "documents": 4,
+        "val_fraction": 0.5, "val_documents": [2], "format": "mine"}
+    assert load_tokens(tmp_path, "train").tolist() == [1, 2, 3, 6, 7, 8, 9]
+    assert np.array_equal(np.load(tmp_path / "train_offsets.npy"), offsets)
+    assert (sorted(p.name for p in tmp_path.iterdir())
+            == ["meta.json", "train.bin", "train_offsets.npy", "val.bin"])
+
+
+def test_split_writer_interrupted_before_publish_leaves_nothing(tmp_path):
+    with pytest.raises(KeyboardInterrupt), SplitWriter(tmp_path, vocab_size=100, val_fraction=0.1) as writer:
+        writer.write([1, 2, 3])
+        raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- Batches ------------------------------------------------------------------------------------------------
 
 
 def test_batches_are_windows_and_next_tokens():
