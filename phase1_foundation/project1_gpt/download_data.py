@@ -1,18 +1,25 @@
-"""Prepare chapter 1's data, once: corpus -> tokenizer -> train.bin / val.bin.
+"""Prepare chapter 1's data, once: corpus -> tokenizer -> train.bin / val.bin, and fine-tuning questions.
 
-    uv run python phase1_foundation/project1_gpt/download_data.py                      # auto: books online, wiki-sample offline
+    uv run python phase1_foundation/project1_gpt/download_data.py   # auto: books online, wiki-sample offline
     uv run python phase1_foundation/project1_gpt/download_data.py --CORPUS=tinyshakespeare --TOKENIZER=char
     uv run python phase1_foundation/project1_gpt/download_data.py --TEXT_FILE=my_notes.txt
 
-`train.py` calls `prepare()` itself when nothing is prepared yet, so this script is only needed to choose
-another corpus or tokenizer ahead of time. Nothing after this step reads raw text again.
+`train.py` calls `prepare()` itself when nothing is prepared yet, and `finetune.py` calls
+`prepare_questions()`, so this script is only needed to choose another corpus or tokenizer ahead of time.
+Nothing after this step reads raw text again.
 """
 
+import json
+import os
+import random
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
 from common.config import load_config
-from common.corpora import network_available, prepare_corpus
+from common.corpora import open_corpus, prepare_corpus
+from common.download import network_available
+from common.sentences import document_sentences
 from common.tokenizers import CharTokenizer, SentencePieceTokenizer
 from common.tokens import read_meta, write_token_files
 from phase1_foundation.project1_gpt import config
@@ -24,7 +31,8 @@ END_OF_TEXT = "<|endoftext|>"  # separates documents in the token stream
 
 
 def corpus_name(cfg: SimpleNamespace) -> str:
-    """`auto` means the BooksCorpus stand-in when the network is there, the embedded Wikipedia sample when not."""
+    """`auto` means the BooksCorpus stand-in when the network is there, the embedded Wikipedia sample
+    when not."""
     if cfg.CORPUS != "auto" or cfg.TEXT_FILE:
         return cfg.CORPUS
     if network_available():
@@ -42,6 +50,7 @@ def prepare(cfg: SimpleNamespace) -> Path:
     if (out_dir / "meta.json").exists() and read_meta(out_dir)["val_fraction"] == cfg.VAL_FRACTION:
         return out_dir
 
+    (out_dir / QUESTIONS).unlink(missing_ok=True)  # built from the old split: made again when needed
     print(f"training a {cfg.TOKENIZER} tokenizer on {corpus.name} ...")
     if cfg.TOKENIZER == "char":
         tokenizer = CharTokenizer.train(corpus.iter_documents(), SPECIAL_TOKENS)
@@ -52,7 +61,8 @@ def prepare(cfg: SimpleNamespace) -> Path:
             model_type="bpe", special_tokens=SPECIAL_TOKENS, unk_token="<unk>",
         )
     else:
-        raise SystemExit(f"error: unknown tokenizer {cfg.TOKENIZER!r}; use --TOKENIZER=bpe or --TOKENIZER=char")
+        raise SystemExit(f"error: unknown tokenizer {cfg.TOKENIZER!r}; "
+                         "use --TOKENIZER=bpe or --TOKENIZER=char")
 
     print(f"encoding {corpus.name} with {tokenizer.vocab_size:,} tokens ...")
     meta = write_token_files(
@@ -64,8 +74,79 @@ def prepare(cfg: SimpleNamespace) -> Path:
     return out_dir
 
 
+# --- the fine-tuning task -----------------------------------------------------------------------------------
+# Built here, from the same documents as the token files and the same train/val split, so that finetune.py
+# reads questions and never goes back to the raw text.
+
+QUESTIONS = "questions.json"  # beside the token files
+
+
+@dataclass
+class Question:
+    context: str
+    candidates: list[str]
+    answer: int  # index of the true continuation in candidates
+
+
+def build_questions(documents: list[list[str]], n: int, n_context: int, n_choices: int,
+                    seed: int) -> list[Question]:
+    """Up to n questions (documents given as their sentences) from non-overlapping windows of n_context + 1
+    sentences; wrong candidates from other documents, so a wrong candidate is never the true continuation."""
+    rng = random.Random(seed)
+    windows = [(d, i) for d, sentences in enumerate(documents)
+               for i in range(0, len(sentences) - n_context, n_context + 1)]
+    rng.shuffle(windows)
+    if len(documents) < 2 or not windows:
+        raise SystemExit("error: too few documents or sentences to build questions; use a bigger corpus")
+    questions = []
+    for d, i in windows[:n]:
+        context, ending = " ".join(documents[d][i : i + n_context]), documents[d][i + n_context]
+        others = [rng.choice(documents[o]) for o in rng.choices(
+            [o for o in range(len(documents)) if o != d and documents[o]], k=n_choices - 1)]
+        candidates = [ending, *others]
+        rng.shuffle(candidates)
+        questions.append(Question(context, candidates, candidates.index(ending)))
+    return questions
+
+
+def prepare_questions(cfg: SimpleNamespace, data_dir: Path) -> Path:
+    """Return data_dir/questions.json: training questions from pre-training's training documents, held-out
+    ones from its held-out documents (meta.json's val_documents), building them if missing or made with other
+    settings (FT_CONTEXT_SENTENCES, FT_CHOICES, FT_TRAIN_QUESTIONS, FT_VAL_QUESTIONS, SEED)."""
+    path = Path(data_dir) / QUESTIONS
+    settings = {"context_sentences": cfg.FT_CONTEXT_SENTENCES, "choices": cfg.FT_CHOICES,
+                "train_questions": cfg.FT_TRAIN_QUESTIONS, "val_questions": cfg.FT_VAL_QUESTIONS,
+                "seed": cfg.SEED}
+    if path.exists() and json.loads(path.read_text(encoding="utf-8"))["settings"] == settings:
+        return path
+    meta = read_meta(data_dir)
+    held_out, train_docs, val_docs = set(meta["val_documents"]), [], []
+    for index, text in enumerate(open_corpus(Path(meta["corpus_path"])).iter_documents()):
+        (val_docs if index in held_out else train_docs).append(document_sentences(text))
+    args = (cfg.FT_CONTEXT_SENTENCES, cfg.FT_CHOICES, cfg.SEED)
+    questions = {"train": build_questions(train_docs, cfg.FT_TRAIN_QUESTIONS, *args),
+                 "val": build_questions(val_docs, cfg.FT_VAL_QUESTIONS, *args)}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"settings": settings, **{split: [asdict(q) for q in qs] for split, qs in
+                                                        questions.items()}}, ensure_ascii=False, indent=1),
+                   encoding="utf-8")
+    os.replace(tmp, path)
+    print(f"wrote {len(questions['train'])} training and {len(questions['val'])} held-out questions "
+          f"to {path}")
+    return path
+
+
+def load_questions(path: Path) -> tuple[list[Question], list[Question]]:
+    """(training questions, held-out questions) from a questions.json written by prepare_questions."""
+    saved = json.loads(Path(path).read_text(encoding="utf-8"))
+    return tuple([Question(**q) for q in saved[split]] for split in ("train", "val"))
+
+
 def main(argv: list[str] | None = None) -> Path:
-    return prepare(load_config(config, argv))
+    cfg = load_config(config, argv)
+    data_dir = prepare(cfg)
+    prepare_questions(cfg, data_dir)
+    return data_dir
 
 
 if __name__ == "__main__":

@@ -1,80 +1,46 @@
 """Fine-tune GPT-1 on a multiple-choice task with the paper's input transformations (§3.3), and measure the
 paper's central claim: pre-training helps.
 
-    uv run python phase1_foundation/project1_gpt/finetune.py                      # uses the newest checkpoint
-    uv run python phase1_foundation/project1_gpt/finetune.py --FT_LM_WEIGHT=0     # exercise 4: no auxiliary LM loss
+    # uses the newest checkpoint
+    uv run python phase1_foundation/project1_gpt/finetune.py
+    # exercise 4: no auxiliary LM loss
+    uv run python phase1_foundation/project1_gpt/finetune.py --FT_LM_WEIGHT=0
 
-The task is built from the corpus itself, in the spirit of the Story Cloze Test the paper fine-tunes on: a few
-consecutive sentences of a document, then the true next sentence among candidates taken from other documents.
-Each candidate becomes one sequence `<|start|> context <|delim|> candidate <|extract|>`; a linear layer reads the
-final state at <|extract|> and a softmax over the candidates picks one. Three numbers come out, on questions
-from documents held out of pre-training:
+The task is built from the corpus itself (by download_data.py, beside the token files), in the spirit of the
+Story Cloze Test the paper fine-tunes on: a few consecutive sentences of a document, then the true next
+sentence among candidates taken from other documents.
+Each candidate becomes one sequence `<|start|> context <|delim|> candidate <|extract|>`; a linear layer
+reads the final state at <|extract|> and a softmax over the candidates picks one. Three numbers come out, on
+questions from documents held out of pre-training:
   zero-shot    the pre-trained LM alone: the candidate it finds most likely as a continuation
   pre-trained  the pre-trained model fine-tuned on the task (loss = task + FT_LM_WEIGHT * LM, §3.2)
   scratch      the same architecture fine-tuned from random weights, same data, same budget
 """
 
 import json
-import random
-from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from common.config import load_config
-from common.corpora import open_corpus, split_paragraphs, split_sentences
 from common.device import autocast, describe, seed_everything
 from common.metrics import progress
 from common.optim import adamw, set_lr, warmup_linear
-from common.tokens import read_meta
+from common.tokenizers import Tokenizer
 from phase1_foundation.project1_gpt import config
-from phase1_foundation.project1_gpt.model import GPT, GPTConfig
-from phase1_foundation.project1_gpt.sample import load_model
+from phase1_foundation.project1_gpt.download_data import Question, load_questions, prepare_questions
+from phase1_foundation.project1_gpt.model import GPT, IGNORE, GPTConfig
+from phase1_foundation.project1_gpt.tokenizer import load_tokenizer
 
+# --- the task, as token ids ---------------------------------------------------------------------------------
 
-@dataclass
-class Question:
-    context: str
-    candidates: list[str]
-    answer: int  # index of the true continuation in candidates
-
-
-# --- the task -------------------------------------------------------------------------------------------------
-
-def document_sentences(corpus_path: Path, held_out: set[int]) -> tuple[list[list[str]], list[list[str]]]:
-    """Sentences of each document, split as pre-training split them: (training documents, held-out documents)."""
-    train, val = [], []
-    for index, text in enumerate(open_corpus(corpus_path).iter_documents()):
-        sentences = [s for p in split_paragraphs(text) for s in split_sentences(p.replace("\n", " "))]
-        (val if index in held_out else train).append(sentences)
-    return train, val
-
-
-def build_questions(documents: list[list[str]], n: int, n_context: int, n_choices: int, seed: int) -> list[Question]:
-    """Up to n questions from non-overlapping windows of n_context + 1 sentences; wrong candidates from other
-    documents, so a wrong candidate is never the true continuation."""
-    rng = random.Random(seed)
-    windows = [(d, i) for d, sentences in enumerate(documents)
-               for i in range(0, len(sentences) - n_context, n_context + 1)]
-    rng.shuffle(windows)
-    if len(documents) < 2 or not windows:
-        raise SystemExit("error: too few documents or sentences to build questions; use a bigger corpus")
-    questions = []
-    for d, i in windows[:n]:
-        context, ending = " ".join(documents[d][i : i + n_context]), documents[d][i + n_context]
-        others = [rng.choice(documents[o]) for o in rng.choices(
-            [o for o in range(len(documents)) if o != d and documents[o]], k=n_choices - 1)]
-        candidates = [ending, *others]
-        rng.shuffle(candidates)
-        questions.append(Question(context, candidates, candidates.index(ending)))
-    return questions
-
-
-def encode(questions: list[Question], tokenizer, block_size: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Token ids (N, K, T) of `<|start|> context <|delim|> candidate <|extract|>`, padded at the end; the position
-    of each <|extract|> (N, K); the answers (N,). The context is cut from the left when a sequence is too long."""
+def encode(questions: list[Question], tokenizer: Tokenizer, block_size: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Token ids (N, K, T) of `<|start|> context <|delim|> candidate <|extract|>`, padded at the end; the
+    position of each <|extract|> (N, K); the answers (N,). The context is cut from the left when a sequence
+    is too long."""
     start, delim, extract = (tokenizer.token_to_id(t) for t in ("<|start|>", "<|delim|>", "<|extract|>"))
     sequences = []
     for q in questions:
@@ -93,11 +59,12 @@ def encode(questions: list[Question], tokenizer, block_size: int) -> tuple[Tenso
 
 
 def trim(ids: Tensor, extract_at: Tensor) -> Tensor:
-    """Drop the padding after this batch's last <|extract|>: most batches are far shorter than the longest question."""
+    """Drop the padding after this batch's last <|extract|>: most batches are far shorter than the
+    longest question."""
     return ids[..., : extract_at.max() + 1]  # (B, K, T') with T' <= T
 
 
-# --- the model: GPT-1 plus one linear layer ------------------------------------------------------------------
+# --- the model: GPT-1 plus one linear layer -----------------------------------------------------------------
 
 class MultipleChoiceGPT(nn.Module):
     """Scores each candidate sequence with a linear layer on its final <|extract|> state (§3.3, Fig. 1)."""
@@ -121,13 +88,14 @@ def lm_loss(logits: Tensor, ids: Tensor, extract_at: Tensor) -> Tensor:
     """Next-token loss over each sequence up to its <|extract|> token (the padding after it is ignored)."""
     targets = ids.view(-1, ids.size(-1))[:, 1:].clone()  # (B*K, T-1)
     positions = torch.arange(targets.size(1), device=ids.device)
-    targets[positions >= extract_at.view(-1, 1)] = -100  # nothing to predict after <|extract|>
-    return F.cross_entropy(logits[:, :-1].flatten(0, 1), targets.flatten())
+    targets[positions >= extract_at.view(-1, 1)] = IGNORE  # nothing to predict after <|extract|>
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
 
 
-# --- training and scoring ---------------------------------------------------------------------------------------
+# --- training and scoring -----------------------------------------------------------------------------------
 
-def finetune(model: MultipleChoiceGPT, data, cfg, device: torch.device, desc: str) -> None:
+def finetune(model: MultipleChoiceGPT, data: tuple, cfg: SimpleNamespace, device: torch.device,
+             desc: str) -> None:
     """The paper's recipe: AdamW, linear warmup over 0.2% of the steps then linear decay, L2 + lambda * L1."""
     ids, extract_at, answers = data
     steps_per_epoch = -(-len(answers) // cfg.FT_BATCH_SIZE)
@@ -143,7 +111,8 @@ def finetune(model: MultipleChoiceGPT, data, cfg, device: torch.device, desc: st
         x, e, y = trim(ids[batch], extract_at[batch]), extract_at[batch], answers[batch]
         x, e, y = x.to(device), e.to(device), y.to(device)
         set_lr(optimizer, warmup_linear(step, peak_lr=cfg.FT_LEARNING_RATE,
-                                        warmup_steps=max(1, round(cfg.FT_WARMUP_RATIO * total)), total_steps=total))
+                                        warmup_steps=max(1, round(cfg.FT_WARMUP_RATIO * total)),
+                                        total_steps=total))
         with autocast(device):
             scores, logits = model(x, e)
             task = F.cross_entropy(scores, y)
@@ -158,7 +127,7 @@ def finetune(model: MultipleChoiceGPT, data, cfg, device: torch.device, desc: st
 
 
 @torch.no_grad()
-def accuracy(model: MultipleChoiceGPT, data, cfg, device: torch.device) -> float:
+def accuracy(model: MultipleChoiceGPT, data: tuple, cfg: SimpleNamespace, device: torch.device) -> float:
     ids, extract_at, answers = data
     model.eval()
     correct = 0
@@ -172,7 +141,8 @@ def accuracy(model: MultipleChoiceGPT, data, cfg, device: torch.device) -> float
 
 
 @torch.no_grad()
-def zero_shot_accuracy(gpt: GPT, questions: list[Question], tokenizer, device: torch.device) -> float:
+def zero_shot_accuracy(gpt: GPT, questions: list[Question], tokenizer: Tokenizer,
+                       device: torch.device) -> float:
     """Pick the candidate with the highest mean log-probability per token after the context (plain text, no
     special tokens: the pre-trained LM never saw them)."""
     gpt.eval()
@@ -195,18 +165,17 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = load_config(config, argv)
     device = torch.device(cfg.DEVICE)
     print(f"device: {describe(device)}")
-    pretrained, tokenizer, state = load_model(cfg, device)
-    meta = read_meta(Path(state["tokenizer"]))
-    train_docs, val_docs = document_sentences(Path(meta["corpus_path"]), set(meta["val_documents"]))
+    pretrained, state = GPT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
+    data_dir = Path(state["tokenizer"])  # the prepared data the model was trained on
+    tokenizer = load_tokenizer(data_dir)
+    train_q, val_q = load_questions(prepare_questions(cfg, data_dir))
     block = pretrained.config.block_size
-    args = (cfg.FT_CONTEXT_SENTENCES, cfg.FT_CHOICES, cfg.SEED)
-    train_q = build_questions(train_docs, cfg.FT_TRAIN_QUESTIONS, *args)
-    val_q = build_questions(val_docs, cfg.FT_VAL_QUESTIONS, *args)
     train_data, val_data = encode(train_q, tokenizer, block), encode(val_q, tokenizer, block)
-    print(f"task: {len(train_q)} training and {len(val_q)} held-out questions, {cfg.FT_CHOICES} candidates each "
-          f"(chance {1 / cfg.FT_CHOICES:.0%})")
+    print(f"task: {len(train_q)} training and {len(val_q)} held-out questions, {cfg.FT_CHOICES} candidates "
+          f"each (chance {1 / cfg.FT_CHOICES:.0%})")
 
-    results = {"chance": 1 / cfg.FT_CHOICES, "zero_shot": zero_shot_accuracy(pretrained, val_q, tokenizer, device)}
+    results = {"chance": 1 / cfg.FT_CHOICES,
+               "zero_shot": zero_shot_accuracy(pretrained, val_q, tokenizer, device)}
     print(f"zero-shot accuracy: {results['zero_shot']:.1%}")
     for name in ("pretrained", "scratch"):
         seed_everything(cfg.SEED)

@@ -1,0 +1,60 @@
+"""finetune.py's pieces: the §3.3 input transformation and the auxiliary language-modelling loss."""
+
+import torch
+import torch.nn.functional as F
+
+from common.tokenizers import CharTokenizer
+from phase1_foundation.project1_gpt.download_data import SPECIAL_TOKENS, Question
+from phase1_foundation.project1_gpt.finetune import MultipleChoiceGPT, encode, lm_loss, trim
+from phase1_foundation.project1_gpt.model import GPT, GPTConfig
+
+TOKENIZER = CharTokenizer.train(["abcdefgh xyz."], SPECIAL_TOKENS)
+START, DELIM, EXTRACT = (TOKENIZER.token_to_id(t) for t in ("<|start|>", "<|delim|>", "<|extract|>"))
+
+
+def test_each_candidate_becomes_start_context_delim_candidate_extract():
+    questions = [Question("abc", ["xy", "z."], 1), Question("de", ["f", "gh"], 0)]
+    ids, extract_at, answers = encode(questions, TOKENIZER, block_size=32)
+    assert ids.shape == (2, 2, 9) and answers.tolist() == [1, 0]  # (N, K, T): the longest is 9 tokens
+    first = ids[0, 0, : extract_at[0, 0] + 1].tolist()
+    assert first == [START, *TOKENIZER.encode("abc"), DELIM, *TOKENIZER.encode(" xy"), EXTRACT]
+    assert extract_at.tolist() == [[8, 8], [6, 7]]
+    assert (ids[1, 0, 7:] == 0).all()  # padded after <|extract|>
+    assert trim(ids[1:], extract_at[1:]).shape == (1, 2, 8)  # a batch is cut to its own longest
+
+
+def test_a_long_context_is_cut_from_the_left_so_the_ending_and_extract_survive():
+    questions = [Question("abcdefgh" * 4, ["xyz."], 0)]
+    ids, extract_at, _ = encode(questions, TOKENIZER, block_size=16)
+    row = ids[0, 0].tolist()
+    assert len(row) == 16 and extract_at.item() == 15
+    assert row[0] == START and row[-1] == EXTRACT and row[-7] == DELIM
+    assert TOKENIZER.decode(row[1:-7]) == ("abcdefgh" * 4)[-8:]  # the context's last 8 characters
+
+
+def test_lm_loss_predicts_each_next_token_up_to_extract_and_ignores_the_padding():
+    ids = torch.tensor([[[5, 6, 7, 8, 0, 0]], [[5, 6, 7, 8, 9, 7]]])  # (B=2, K=1, T=6)
+    extract_at = torch.tensor([[3], [5]])
+    logits = torch.randn(2, 6, 12, generator=torch.Generator().manual_seed(0))  # (B*K, T, V)
+    expected = torch.cat([
+        F.cross_entropy(logits[0, :3], ids[0, 0, 1:4], reduction="none"),  # 6, 7, 8: then <|extract|>
+        F.cross_entropy(logits[1, :5], ids[1, 0, 1:6], reduction="none"),
+    ]).mean()
+    torch.testing.assert_close(lm_loss(logits, ids, extract_at), expected)
+    garbage = ids.clone()
+    garbage[0, 0, 4:] = 11  # what follows <|extract|> cannot change the loss
+    torch.testing.assert_close(lm_loss(logits, garbage, extract_at), expected)
+
+
+def test_the_head_reads_each_candidates_extract_state():
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=8,
+                        dropout=0.0))
+    model = MultipleChoiceGPT(gpt, dropout=0.0).eval()
+    ids, extract_at, _ = encode([Question("abc", ["xy", "z."], 1)], TOKENIZER, block_size=16)
+    with torch.no_grad():
+        scores, logits = model(ids, extract_at)  # (1, 2), (2, T, V)
+        states = gpt.hidden_states(ids[0])  # (2, T, C)
+        expected = model.head(states[torch.arange(2), extract_at[0]]).view(1, 2)
+    torch.testing.assert_close(scores, expected)
+    assert logits.shape == (2, ids.size(-1), TOKENIZER.vocab_size)
