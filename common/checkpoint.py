@@ -20,7 +20,9 @@ import random
 import re
 import tempfile
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -230,8 +232,71 @@ def check_compatible(saved_config: dict, config: dict, keys: Sequence[str]) -> N
     differing = [key for key in keys if saved_config.get(key) != config.get(key)]
     if differing:
         changes = ", ".join(f"{key} {saved_config.get(key)!r} -> {config.get(key)!r}" for key in differing)
-        fix = " ".join(f"--{key.upper()}={saved_config.get(key)}" for key in differing)  # settings are UPPER_CASE
+        # settings are UPPER_CASE: a model config's n_layer is --N_LAYER on the command line
+        fix = " ".join(f"--{key.upper()}={saved_config.get(key)}" for key in differing)
         raise SystemExit(
             f"error: the checkpoint's model differs from this configuration ({changes}); "
             f"resume with {fix} or start a new run without resuming"
         )
+
+
+# --- a training run: what train.py saves, and what --RESUME restores ----------------------------------------
+
+RUN_FILES = ("metrics.jsonl", "loss.png", "summary.json")  # what a run leaves beside its checkpoints
+
+
+class TrainingRun:
+    """One training run's checkpoints, in the folder cfg.OUT_DIR:
+
+        run = TrainingRun(cfg, "gpt", "project1/gpt", model=model, optimizer=optimizer, scaler=scaler,
+                          batches=batches, extra={"tokenizer": str(data_dir)})
+        step = run.resume(shape_keys)  # cfg.RESUME's step, or 0 for a fresh run
+        path = run.save(step, loss)  # a checkpoint resume() restores exactly (the newest few are kept)
+
+    A checkpoint holds everything a run needs to continue as if it had never stopped: the weights, the
+    optimizer's moments, the gradient scaler, the batch sampler's position (`batches`: anything with
+    state_dict() and load_state_dict()) and every random generator; plus the model's config (a dataclass,
+    model.config), so a script can rebuild the model without knowing the settings that made it, the run's
+    settings, and what the chapter adds in `extra` (its prepared-data folder).
+    """
+
+    def __init__(self, cfg: SimpleNamespace, prefix: str, kind: str, *, model: torch.nn.Module,
+                 optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, batches, extra: dict):
+        self.out_dir, self.prefix, self.kind = Path(cfg.OUT_DIR), prefix, kind
+        self.spec, self.keep = cfg.RESUME, cfg.KEEP_CHECKPOINTS
+        self.model, self.optimizer, self.scaler, self.batches = model, optimizer, scaler, batches
+        self.extra = {"config": vars(cfg), **extra}
+
+    def save(self, step: int, loss: float) -> Path:
+        path = checkpoint_path(self.out_dir, self.prefix, step, loss)
+        save_checkpoint(path, {
+            "kind": self.kind, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(), "model_config": asdict(self.model.config), "step": step,
+            "rng": rng_state(), "batches": self.batches.state_dict(), "metrics": {"loss": loss}, **self.extra,
+        })
+        prune_checkpoints(self.out_dir, self.prefix, self.keep)
+        return path
+
+    def resume(self, shape_keys: Sequence[str]) -> int:
+        """Continue from the checkpoint cfg.RESUME names ("latest" or a path) and return its step; without
+        one, start a fresh run at step 0.
+
+        A checkpoint of another model shape (`shape_keys` of model.config) is refused with a line that names
+        the fix. A fresh run first moves an earlier run in the same folder out of the way
+        (set_aside_previous_run), so the two never mix.
+        """
+        if not self.spec:
+            if previous := set_aside_previous_run(self.out_dir, self.prefix, RUN_FILES):
+                print(f"{self.out_dir} held an earlier run: moved it to {previous} "
+                      "(use --RESUME=latest to continue a run)")
+            return 0
+        path = find_checkpoint(self.spec, self.out_dir, self.prefix)
+        state = load_checkpoint(path, kind=self.kind, map_location=next(self.model.parameters()).device)
+        check_compatible(state["model_config"], asdict(self.model.config), shape_keys)
+        self.model.load_state_dict(clean_state_dict(state["model"]))
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.batches.load_state_dict(state["batches"])
+        set_rng_state(state["rng"])
+        print(f"resumed from {path} at step {state['step']}")
+        return state["step"]

@@ -2,10 +2,10 @@
 
     uv run python phase1_foundation/project1_gpt/train.py --MAX_ITERS=200 --DEVICE=cpu
 
-Each `--NAME=value` is parsed to the type of the constant it replaces, so a typo or a wrong type stops the run
-in its first second with one line that says what to write instead, not after an hour with a traceback.
-A chapter also declares `PRESETS = {"gpu": {...}, "cpu": {...}}`: the device picks one (`--PRESET=` forces it),
-so the same command trains a real model on a GPU and still finishes in minutes on a laptop CPU.
+Each `--NAME=value` is parsed to the type of the constant it replaces, so a typo or a wrong type stops the
+run in its first second with one line that says what to write instead, not after an hour with a traceback.
+A chapter also declares `PRESETS = {"gpu": {...}, "cpu": {...}}`: the device picks one (`--PRESET=` forces
+it), so the same command trains a real model on a GPU and still finishes in minutes on a laptop CPU.
 """
 
 import difflib
@@ -54,11 +54,17 @@ def parse_value(name: str, text: str, default):
             return float(text)
         if kind is tuple:
             element = type(default[0]) if default else str
-            return tuple(parse_value(name, part.strip(), element()) for part in text.split(",") if part.strip())
+            parts = [part.strip() for part in text.split(",") if part.strip()]
+            return tuple(parse_value(name, part, element()) for part in parts)
         return text
     except ValueError:
-        example = ",".join(map(str, default)) if kind is tuple else str(default).lower() if kind is bool else default
-        raise SystemExit(f"error: --{name} expects {_type_name(default)} (like --{name}={example}), got {text!r}") from None
+        if kind is tuple:
+            example = ",".join(map(str, default))
+        else:
+            example = str(default).lower() if kind is bool else default
+        raise SystemExit(
+            f"error: --{name} expects {_type_name(default)} (like --{name}={example}), got {text!r}"
+        ) from None
 
 
 def _type_name(default) -> str:
@@ -84,7 +90,8 @@ def parse_overrides(argv: list[str], defaults: dict) -> dict:
 
 
 def load_config(module: ModuleType, argv: list[str] | None = None) -> SimpleNamespace:
-    """Defaults, then the preset the device implies, then the command line; printed so every run says what it did."""
+    """Defaults, then the preset the device implies, then the command line; printed so that every run says
+    what it did."""
     argv = sys.argv[1:] if argv is None else argv
     defaults = settings(module)
     if "--help" in argv or "-h" in argv:
@@ -97,7 +104,8 @@ def load_config(module: ModuleType, argv: list[str] | None = None) -> SimpleName
     if preset == "auto":
         preset = "cpu" if device.type == "cpu" else "gpu"
     if preset not in module.PRESETS:
-        raise SystemExit(f"error: unknown preset {preset!r}; choose one of {', '.join(module.PRESETS)} or auto")
+        choices = ", ".join(module.PRESETS)
+        raise SystemExit(f"error: unknown preset {preset!r}; choose one of {choices} or auto")
     unknown = set(module.PRESETS[preset]) - set(defaults)
     assert not unknown, f"preset {preset} names unknown settings {unknown}"
 
@@ -112,7 +120,10 @@ def describe_config(values: dict, preset_values: dict, overrides: dict, preset: 
     forced = "PRESET" in overrides
     lines = [f"preset: {preset} ({'set by --PRESET' if forced else why + ' on ' + device_type})"]
     for name, value in values.items():
-        source = "  <- command line" if name in overrides else f"  <- preset {preset}" if name in preset_values else ""
+        if name in overrides:
+            source = "  <- command line"
+        else:
+            source = f"  <- preset {preset}" if name in preset_values else ""
         lines.append(f"  {name:<22} {value!r}{source}")
     return "\n".join(lines)
 

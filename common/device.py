@@ -22,9 +22,13 @@ def pick_device(name: str = "auto") -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise SystemExit(f"error: unknown device {name!r}; use --DEVICE=auto, cuda, cuda:N, mps or cpu") from None
+        raise SystemExit(
+            f"error: unknown device {name!r}; use --DEVICE=auto, cuda, cuda:N, mps or cpu"
+        ) from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("error: --DEVICE=cuda but PyTorch sees no CUDA GPU; use --DEVICE=auto or --DEVICE=cpu")
+        raise SystemExit(
+            "error: --DEVICE=cuda but PyTorch sees no CUDA GPU; use --DEVICE=auto or --DEVICE=cpu"
+        )
     if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
         raise SystemExit(f"error: --DEVICE={name} but only {torch.cuda.device_count()} CUDA GPU(s) exist")
     if device.type == "mps" and not torch.backends.mps.is_available():
@@ -37,8 +41,9 @@ def pick_device(name: str = "auto") -> torch.device:
 def autocast_dtype(device: torch.device) -> torch.dtype | None:
     """The low-precision type for matmuls, or None to stay in fp32.
 
-    bf16 has fp32's exponent range, so it needs no loss scaling; older CUDA GPUs (before Ampere) lack it and get
-    fp16 with a GradScaler. MPS and CPU stay in fp32: autocast there is slower or less mature than the gain.
+    bf16 has fp32's exponent range, so it needs no loss scaling; older CUDA GPUs (before Ampere) lack it and
+    get fp16 with a GradScaler. MPS and CPU stay in fp32: autocast there is slower or less mature than the
+    gain.
     """
     if device.type != "cuda":
         return None

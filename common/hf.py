@@ -1,4 +1,4 @@
-"""Reading a model folder written by Hugging Face transformers' `save_pretrained`: config.json and the weights.
+"""Reading a model folder written by Hugging Face transformers' `save_pretrained`: config.json, weights.
 
 Each chapter maps transformers' parameter names onto its own modules (that mapping is part of what the chapter
 teaches); this module only reads the files, safely, and turns every way a folder can be wrong into one line
@@ -33,7 +33,7 @@ def read_hf_config(folder: Path, model_type: str, hint: str) -> dict:
 
 
 def read_hf_weights(folder: Path, hint: str) -> dict[str, torch.Tensor]:
-    """Every tensor in model.safetensors (or, from older uploads, pytorch_model.bin), by transformers' names."""
+    """Every tensor in model.safetensors (or in older uploads pytorch_model.bin), by transformers' names."""
     folder = Path(folder)
     path = folder / "model.safetensors"
     if not path.is_file():

@@ -1,13 +1,15 @@
-"""What a training run reports: a JSONL log of losses, a loss plot, MFU, a progress bar, a NaN guard."""
+"""What a training run reports: a JSONL log of losses, a loss plot, MFU, a progress bar, a NaN guard, and the
+summary.json it ends with, which the exercises read after running train.py as a program."""
 
 import json
 import math
 import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from matplotlib.figure import Figure
 from tqdm import tqdm
 
 
@@ -66,6 +68,9 @@ def plot_losses(metrics_path: Path, png_path: Path, title: str, panels: Sequence
     records = read_metrics(metrics_path)
     if not records:
         raise SystemExit(f"error: no metrics in {metrics_path}; train first, the run writes this file")
+    # Imported here, not at the top: matplotlib takes seconds to load, and a run needs it only at its end.
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(8 * len(panels), 5))
     for ax, name in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels, strict=True):
         for split, style in (("train", "-"), ("val", "o-")):
@@ -193,3 +198,23 @@ def check_finite(loss: float, step: int, last_checkpoint: Path | None) -> None:
             "lower the learning rate (or lengthen the warmup) and resume from it"
         )
     raise SystemExit(f"error: the loss became {loss} at step {step}, so training stopped; {where}")
+
+
+def save_summary(out_dir: Path, summary: dict) -> Path:
+    """The numbers a run ends with, as out_dir/summary.json beside its checkpoints."""
+    path = Path(out_dir) / "summary.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def run_training(module: str, settings: list[str], out_dir: Path) -> dict:
+    """Run a chapter's training script (e.g. "phase1_foundation.project1_gpt.train") as a program of its own,
+    exactly as from the shell, into out_dir, and return the summary.json it leaves there.
+
+    An exercise compares runs this way: what it measures is the chapter's own command, not a copy of it.
+    """
+    command = [sys.executable, "-m", module, *settings, f"--OUT_DIR={out_dir}"]
+    if subprocess.run(command).returncode:
+        raise SystemExit(f"error: {module} stopped (its message is above); the command: {' '.join(command)}")
+    return json.loads((Path(out_dir) / "summary.json").read_text(encoding="utf-8"))

@@ -46,10 +46,37 @@ def test_chapters_import_only_themselves_and_common():
 @pytest.mark.parametrize("chapter, paper", [("project1_gpt", "PAPER: GPT-1"),
                                             ("project3_contextual_embeddings", "PAPER: BERT")])
 def test_chapter_scripts_run_from_any_folder(chapter, paper, how, tmp_path):
-    """`python phase1_foundation/<chapter>/train.py` and `python -m phase1_foundation.<chapter>.train` both work."""
+    """`python phase1_foundation/<chapter>/train.py` and `python -m phase1_foundation.<chapter>.train`
+    both work."""
     target = ROOT / f"phase1_foundation/{chapter}/train.py"
     command = [sys.executable, str(target)] if how == "script" else [
         sys.executable, "-m", f"phase1_foundation.{chapter}.train"]
     result = subprocess.run([*command, "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "--MAX_ITERS=" in result.stdout and paper in result.stdout
+
+
+def long_functions(path: Path, limit: int) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.end_lineno - node.lineno + 1 > limit]
+
+
+def test_common_and_the_training_recipes_have_no_function_over_80_lines():
+    """A function a reader can hold in their head; a training loop that grows past this wants a helper."""
+    paths = [*(ROOT / "common").rglob("*.py"), *(ROOT / "phase1_foundation").glob("project*/train.py")]
+    assert [f for path in paths for f in long_functions(path, 80)] == []
+
+
+def test_only_tests_import_a_chapters_train_py():
+    """Scripts and exercises load a model with Model.from_checkpoint and run training as a program, so
+    train.py stays the recipe and nothing else depends on what it happens to define."""
+    for chapter in (ROOT / "phase1_foundation").glob("project*"):
+        train = f"phase1_foundation.{chapter.name}.train"
+        for path in chapter.rglob("*.py"):
+            if "tests" not in path.relative_to(chapter).parts:
+                modules = imported_modules(path)
+                names = {f"{m}.{alias.name}" for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                         if isinstance(node, ast.ImportFrom) and (m := node.module) for alias in node.names}
+                assert train not in modules | names, f"{path} imports {train}"

@@ -22,6 +22,7 @@ BLOCK_SIZE = 512  # PAPER: GPT-1 §4.1, contiguous sequences of 512 tokens
 DROPOUT = 0.1  # PAPER: GPT-1 §4.1, residual, embedding and attention dropout 0.1
 PRE_LN = False  # PAPER: GPT-1 is post-LN (LN after each residual add); True = GPT-2's pre-LN, for exercise 1
 FAST_ATTENTION = True  # F.scaled_dot_product_attention; False = the explicit masked softmax, same numbers
+CAUSAL = True  # the causal mask; False only in exercise 2, where every position also sees the future
 
 # --- optimisation -----------------------------------------------------------------------------------------
 BATCH_SIZE = 64  # PAPER: GPT-1 §4.1, minibatches of 64 sequences
@@ -51,7 +52,7 @@ TOP_K = 40  # sample only among the k most likely tokens (0 = all)
 HF_DIR = ""  # sample.py: a transformers-layout openai-gpt folder instead of our checkpoint
 
 # --- fine-tuning (finetune.py) ----------------------------------------------------------------------------
-FT_CHOICES = 2  # PAPER: GPT-1 §4.2, Story Cloze: the right ending among two (the wrong one from another document)
+FT_CHOICES = 2  # PAPER: GPT-1 §4.2, Story Cloze: the right ending of two (the other from another document)
 FT_CONTEXT_SENTENCES = 3  # sentences of context before the ending
 FT_TRAIN_QUESTIONS = 2000  # questions built from training documents
 FT_VAL_QUESTIONS = 500  # questions built from held-out documents

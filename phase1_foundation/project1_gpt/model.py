@@ -5,7 +5,7 @@ embedding matrix. Each block normalises *after* its residual additions (post-LN)
 LayerNorm: the last block already ends in one. GPT-2 later moved the norm to the input of each sub-block
 (pre-LN) and added a final LayerNorm; `GPTConfig.pre_ln` makes that change on this model so you can see why.
 
-Read top to bottom: GPTConfig -> CausalSelfAttention -> MLP -> Block -> GPT -> loading released weights.
+Read top to bottom: GPTConfig -> CausalSelfAttention -> MLP -> Block -> GPT -> loading saved weights.
 Shapes: B batch, T sequence length, C = n_embd, nh = n_head, hs = C // nh head size, V vocabulary size.
 """
 
@@ -18,7 +18,10 @@ import torch.nn as nn
 from torch import Tensor
 from torch.nn import functional as F
 
+from common import checkpoint as ckpt
 from common.hf import read_hf_config, read_hf_weights
+
+IGNORE = -100  # a target F.cross_entropy leaves out (its ignore_index)
 
 
 @dataclass
@@ -31,8 +34,9 @@ class GPTConfig:
     n_head: int = 12  # PAPER: GPT-1 §4.1 (12 masked self-attention heads)
     n_embd: int = 768  # PAPER: GPT-1 §4.1 (768-dimensional states; the MLP's inner size is 4 * 768 = 3072)
     dropout: float = 0.1  # PAPER: GPT-1 §4.1 (dropout 0.1 on embeddings, attention and residuals)
-    pre_ln: bool = False  # False: GPT-1's post-LN. True: GPT-2's pre-LN plus a final LayerNorm (exercise)
+    pre_ln: bool = False  # False: GPT-1's post-LN. True: GPT-2's pre-LN plus a final LayerNorm (exercise 1)
     fast_attention: bool = True  # False: the explicit masked softmax you can read; same numbers, slower
+    causal: bool = True  # False only for exercise 2: every position also sees the future, and learns to cheat
 
     def __post_init__(self):
         if self.n_embd % self.n_head:
@@ -57,11 +61,12 @@ class CausalSelfAttention(nn.Module):
         self.n_head = config.n_head
         self.dropout = config.dropout
         self.fast = config.fast_attention
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # queries, keys, values of all heads at once
+        self.causal = config.causal
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # queries, keys, values: all heads at once
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
-        if not self.fast:
+        if self.causal and not self.fast:
             # mask[i, j] is True where query i may look at key j, i.e. j <= i. Not saved in checkpoints:
             # it is a function of block_size, not something learned.
             ones = torch.ones(config.block_size, config.block_size, dtype=torch.bool)
@@ -75,11 +80,13 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
         if self.fast:
             dropout_p = self.dropout if self.training else 0.0
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)  # (B, nh, T, hs)
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p,
+                                               is_causal=self.causal)  # (B, nh, T, hs)
         else:
             # Dividing by sqrt(hs) keeps the scores' variance near 1, so softmax does not saturate.
             att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))  # (B, nh, T, T)
-            att = att.masked_fill(~self.mask[:T, :T], float("-inf"))  # the future gets weight exp(-inf) = 0
+            if self.causal:
+                att = att.masked_fill(~self.mask[:T, :T], float("-inf"))  # the future: weight exp(-inf) = 0
             att = self.attn_dropout(F.softmax(att, dim=-1))  # each row sums to 1 over positions <= t
             y = att @ v  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again: (B, T, C)
@@ -138,8 +145,9 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(config.block_size, config.n_embd)  # PAPER: GPT-1 §4.1 (learned positions)
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        # A post-LN stack already ends in a LayerNorm, so GPT-1 has no final one. A pre-LN stack ends in a raw
-        # residual sum whose scale grows with depth; GPT-2 added a final LayerNorm for it, and so does pre_ln=True.
+        # A post-LN stack already ends in a LayerNorm, so GPT-1 has no final one. A pre-LN stack ends in a
+        # raw residual sum whose scale grows with depth; GPT-2 added a final LayerNorm for it,
+        # and so does pre_ln=True.
         self.ln_f = nn.LayerNorm(config.n_embd) if config.pre_ln else nn.Identity()
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         # Tied head: the score of token v is the dot product of the final state with v's own embedding, and
@@ -170,12 +178,13 @@ class GPT(nn.Module):
     def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """Logits (B, T, V) for the token after each position, and with targets (B, T) the mean cross-entropy.
 
-        Targets equal to -100 (PyTorch's ignore_index) are left out of the mean.
+        Targets equal to IGNORE are left out of the mean (fine-tuning ignores the padding after a sequence).
         """
         logits = self.lm_head(self.hidden_states(idx))  # (B, T, V)
         if targets is None:
             return logits, None
-        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())  # (B*T, V) against (B*T,)
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(),  # (B*T, V), (B*T,)
+                               ignore_index=IGNORE)
         return logits, loss
 
     def num_parameters(self, non_embedding: bool = False) -> int:
@@ -215,7 +224,7 @@ class GPT(nn.Module):
         """
         for _ in range(max_new_tokens):
             context = idx[:, -self.config.block_size :]  # (B, <= block_size)
-            logits = self.lm_head(self.hidden_states(context)[:, -1]) / temperature  # (B, V), last position only
+            logits = self.lm_head(self.hidden_states(context)[:, -1]) / temperature  # (B, V), last position
             if top_k is not None:
                 kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]  # (B, 1)
                 logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -224,11 +233,24 @@ class GPT(nn.Module):
         return idx
 
     @classmethod
+    def from_checkpoint(cls, spec: str | Path, out_dir: str | Path = ".", device: str | torch.device = "cpu"
+                        ) -> tuple["GPT", dict]:
+        """The model a train.py checkpoint holds, in eval mode on `device`, and the checkpoint itself (its
+        settings, step and prepared-data folder). `spec` is a checkpoint's path, or "latest" in `out_dir`."""
+        path = ckpt.find_checkpoint(str(spec), Path(out_dir), PREFIX)
+        state = ckpt.load_checkpoint(path, kind=KIND, map_location=device)
+        model = cls(GPTConfig(**state["model_config"]))
+        model.load_state_dict(ckpt.clean_state_dict(state["model"]))
+        print(f"loaded {path} (step {state['step']})")
+        return model.to(device).eval(), state
+
+    @classmethod
     def from_hf(cls, folder: str | Path) -> "GPT":
-        """Load an OpenAI GPT model saved in the Hugging Face transformers layout (e.g. OpenAI's released GPT-1).
+        """Load an OpenAI GPT saved in the Hugging Face transformers layout (e.g. OpenAI's released GPT-1).
 
         The folder holds config.json and model.safetensors or pytorch_model.bin, as written by
-        OpenAIGPTLMHeadModel.save_pretrained. Anything else ends the program with one line saying what is wrong.
+        OpenAIGPTLMHeadModel.save_pretrained. Anything else ends the program with one line saying
+        what is wrong.
         """
         folder = Path(folder)
         hf = _read_hf_config(folder)
@@ -249,19 +271,28 @@ class GPT(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Loading released weights. transformers names the modules as OpenAI's code did: tokens_embed, positions_embed,
-# h.{i}.attn.c_attn ... The block's linear layers are OpenAI's "Conv1D", which stores its weight as (in, out);
-# nn.Linear stores (out, in), so those four weights are transposed. Everything else maps one to one.
+# Our own checkpoints: train.py writes them, from_checkpoint reads them.
+
+KIND = "project1/gpt"  # saved in every checkpoint, so another chapter's file is refused with a clear line
+PREFIX = "gpt"  # checkpoints/project1/gpt_iter{N}_loss{L}.pt
+
+# ----------------------------------------------------------------------------------------------------------
+# Loading released weights. transformers names the modules as OpenAI's code did: tokens_embed,
+# positions_embed, h.{i}.attn.c_attn ... The block's linear layers are OpenAI's "Conv1D", which stores its
+# weight as (in, out); nn.Linear stores (out, in), so those four weights are transposed. Everything else
+# maps one to one.
 
 _HF_PREFIXES = {"wte.": "tokens_embed.", "wpe.": "positions_embed.", "blocks.": "h."}
 _CONV1D_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
-_HF_HINT = "expected a folder written by OpenAIGPTLMHeadModel.save_pretrained (config.json + model.safetensors)"
+_HF_HINT = ("expected a folder written by OpenAIGPTLMHeadModel.save_pretrained "
+            "(config.json + model.safetensors)")
 
 
 def _read_hf_config(folder: Path) -> dict:
     hf = read_hf_config(folder, "openai-gpt", _HF_HINT)
     path = Path(folder) / "config.json"
-    # Our blocks implement GELU (transformers' "gelu" here is the tanh form), LayerNorm eps 1e-5 and a tied head.
+    # Our blocks implement GELU (transformers' "gelu" here is the tanh form), LayerNorm eps 1e-5
+    # and a tied head.
     if hf.get("afn", "gelu") != "gelu" or hf.get("layer_norm_epsilon", 1e-5) != 1e-5:
         raise SystemExit(f"error: {path} asks for afn={hf.get('afn')!r}, eps={hf.get('layer_norm_epsilon')}; "
                          "this GPT-1 supports only afn='gelu' and layer_norm_epsilon=1e-5")
@@ -280,9 +311,10 @@ def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder:
     prefix = next(p for p in _HF_PREFIXES if name.startswith(p))
     hf_name = _HF_PREFIXES[prefix] + name.removeprefix(prefix)
     if hf_name not in weights:
-        raise SystemExit(f"error: {folder} has no tensor {hf_name!r}; it is not a complete OpenAI GPT checkpoint")
+        raise SystemExit(f"error: {folder} has no tensor {hf_name!r}; "
+                         "it is not a complete OpenAI GPT checkpoint")
     tensor = weights[hf_name].t() if name.endswith(_CONV1D_WEIGHTS) else weights[hf_name]
     if tensor.shape != shape:
-        raise SystemExit(f"error: {hf_name!r} in {folder} has shape {tuple(tensor.shape)}, config.json implies "
-                         f"{tuple(shape)}; the folder mixes files from different models")
+        raise SystemExit(f"error: {hf_name!r} in {folder} has shape {tuple(tensor.shape)}, "
+                         f"config.json implies {tuple(shape)}; the folder mixes files from different models")
     return tensor

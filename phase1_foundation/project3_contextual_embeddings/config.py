@@ -1,7 +1,7 @@
 """Chapter 3 settings. Every UPPER_CASE name can be changed from the command line: `train.py --MLM_PROB=0.5`.
 
-The defaults are BERT's where a laptop can afford them; what a laptop cannot afford (the size of the model, the
-length of training) is set by the presets at the bottom and printed at the start of every run.
+The defaults are BERT's where a laptop can afford them; what a laptop cannot afford (the size of the model,
+the length of training) is set by the presets at the bottom and printed at the start of every run.
 """
 
 from common.config import REPO_ROOT
@@ -20,13 +20,13 @@ N_HEAD = 12  # PAPER: BERT §3, BERT-base A = 12
 N_EMBD = 768  # PAPER: BERT §3, BERT-base H = 768 (the feed-forward size is 4H = 3072)
 BLOCK_SIZE = 512  # PAPER: BERT §A.2, sequences of at most 512 tokens (90% of steps used 128)
 DROPOUT = 0.1  # PAPER: BERT §A.2, dropout 0.1 on all layers
-FAST_ATTENTION = True  # F.scaled_dot_product_attention; False = the explicit softmax you can read, same numbers
+FAST_ATTENTION = True  # F.scaled_dot_product_attention; False = the explicit softmax to read, same numbers
 
 # --- pre-training tasks -----------------------------------------------------------------------------------
 USE_NSP = True  # PAPER: BERT §3.1 Task #2, next sentence prediction; False = MLM only (RoBERTa's finding)
 MLM_PROB = 0.15  # PAPER: BERT §3.1, share of (non-special) tokens chosen for prediction
 MASK_TOKEN_SHARE = 0.8  # PAPER: BERT §3.1, of the chosen tokens: replaced by [MASK]
-RANDOM_TOKEN_SHARE = 0.1  # PAPER: BERT §3.1, of the chosen tokens: replaced by a random token (the rest, 10%, stay)
+RANDOM_TOKEN_SHARE = 0.1  # PAPER: BERT §3.1, of the chosen tokens: replaced by a random token (10% unchanged)
 
 # --- optimisation -----------------------------------------------------------------------------------------
 BATCH_SIZE = 256  # PAPER: BERT §A.2, 256 sequences per batch
@@ -53,7 +53,7 @@ CHECKPOINT = "latest"  # "latest" in OUT_DIR, or a checkpoint path
 HF_DIR = ""  # a transformers-layout BERT folder (e.g. bert-base-uncased) instead of our checkpoint
 TEXT = "The river flowed past the old [MASK] of the town."  # fill-in-the-blank: a sentence with [MASK]
 TOP_K = 5  # predictions shown for each [MASK]
-WORD = "bank"  # contextual embeddings: the word compared across contexts (a frequent one is used if it is rare)
+WORD = "bank"  # contextual embeddings: the word compared across contexts (a frequent one if it is rare)
 CONTEXTS = 8  # sentences containing WORD to compare
 
 # The models of the paper, for reference (BERT §3; FFN 4H, 512 positions, 2 segments).

@@ -1,15 +1,16 @@
-"""What BERT learned, shown two ways: it fills in blanks, and it gives a word a different vector in every context.
+"""What BERT learned, shown two ways: it fills in blanks, and it gives a word a different vector in
+every context.
 
     uv run python phase1_foundation/project3_contextual_embeddings/embed.py
-    uv run python phase1_foundation/project3_contextual_embeddings/embed.py --TEXT="The [MASK] of France is Paris."
+    uv run python phase1_foundation/project3_contextual_embeddings/embed.py --TEXT="Paris is France's [MASK]."
     uv run python phase1_foundation/project3_contextual_embeddings/embed.py --WORD=state
     uv run python phase1_foundation/project3_contextual_embeddings/embed.py --HF_DIR=path/to/bert-base-uncased
 
 (a) Fill in the blank: the model's top TOP_K tokens for each [MASK] in TEXT, the task it was trained on.
-(b) Contextual embeddings: CONTEXTS sentences of the corpus that contain WORD, and the final hidden state of WORD
-in each. A static embedding such as Word2Vec (trained here on the same sentences) gives WORD one vector, so every
-pair of occurrences has cosine similarity 1; BERT's vectors differ with the sentence around the word. The
-figure embeddings.png shows both similarity matrices side by side.
+(b) Contextual embeddings: CONTEXTS sentences of the corpus that contain WORD, and the final hidden state of
+WORD in each. A static embedding such as Word2Vec (trained here on the same sentences) gives WORD one vector,
+so every pair of occurrences has cosine similarity 1; BERT's vectors differ with the sentence around the
+word. The figure embeddings.png shows both similarity matrices side by side.
 
 `--HF_DIR` takes a folder written by transformers' `BertForPreTraining.save_pretrained` (config.json, weights,
 vocab.txt), for example Google's bert-base-uncased: the same architecture as ours, so it runs in this code.
@@ -19,59 +20,50 @@ import itertools
 import re
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
 
-from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import describe, seed_everything
-from common.tokenizers import load_tokenizer
+from common.tokenizers import Tokenizer
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import (
     encode_sentence,
     load_split,
     prepare,
 )
-from phase1_foundation.project3_contextual_embeddings.model import BERT, BertConfig
-from phase1_foundation.project3_contextual_embeddings.train import KIND, PREFIX
+from phase1_foundation.project3_contextual_embeddings.model import BERT
+from phase1_foundation.project3_contextual_embeddings.tokenizer import load_tokenizer
 
 
-def load_model(cfg, device: torch.device):
-    """(model, tokenizer, prepared-data folder) from our checkpoint, or from a transformers-layout folder."""
+def load_model(cfg: SimpleNamespace, device: torch.device) -> tuple[BERT, Tokenizer, Path]:
+    """(model in eval mode, tokenizer, prepared-data folder) from our checkpoint, or from a
+    transformers folder."""
     if cfg.HF_DIR:
         model, tokenizer = BERT.from_hf(cfg.HF_DIR), load_tokenizer(Path(cfg.HF_DIR))
         print(f"loaded {cfg.HF_DIR}")
         return model.to(device).eval(), tokenizer, prepare(cfg)  # the corpus only supplies example sentences
-    path = ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)
-    model, state = load_checkpoint_model(path, device)
-    print(f"loaded {path} (step {state['step']})")
+    model, state = BERT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
     data_dir = Path(state["tokenizer"])
     return model, load_tokenizer(data_dir), data_dir
 
 
-def load_checkpoint_model(path: Path, device: torch.device | str) -> tuple[BERT, dict]:
-    """The model a train.py checkpoint holds, in eval mode on device, and the checkpoint itself."""
-    state = ckpt.load_checkpoint(Path(path), kind=KIND, map_location=device)
-    model = BERT(BertConfig(**state["model_config"])).to(device)
-    model.load_state_dict(ckpt.clean_state_dict(state["model"]))
-    return model.eval(), state
+def special(tokenizer: Tokenizer, name: str) -> int:
+    return tokenizer.token_to_id(f"[{name}]")  # at 0..4 in ours, elsewhere in Google's ([MASK] = 103)
 
 
-def special(tokenizer, name: str) -> int:
-    return tokenizer.token_to_id(f"[{name}]")  # our vocabulary has them at 0..4; Google's elsewhere ([MASK] = 103)
-
-
-def encode_pieces(tokenizer, pieces: list[str]) -> list[list[int]]:
+def encode_pieces(tokenizer: Tokenizer, pieces: list[str]) -> list[list[int]]:
     """Each piece of a sentence encoded on its own, so we know exactly which tokens came from which piece."""
     return [encode_sentence(tokenizer, piece.strip()) if piece.strip() else [] for piece in pieces]
 
 
-def encode_text(tokenizer, text: str) -> list[int]:
-    """[CLS] text [SEP] as ids, each "[MASK]" in the text becoming the [MASK] token (a tokenizer trained on plain
-    text would spell the string "[MASK]" in pieces)."""
+def encode_text(tokenizer: Tokenizer, text: str) -> list[int]:
+    """[CLS] text [SEP] as ids, each "[MASK]" in the text becoming the [MASK] token (a tokenizer trained on
+    plain text would spell the string "[MASK]" in pieces)."""
     ids = [special(tokenizer, "CLS")]
     for i, piece in enumerate(encode_pieces(tokenizer, text.split("[MASK]"))):
         ids += ([special(tokenizer, "MASK")] if i else []) + piece
@@ -81,10 +73,12 @@ def encode_text(tokenizer, text: str) -> list[int]:
 # --- (a) fill in the blank --------------------------------------------------------------------------------
 
 @torch.no_grad()
-def fill_mask(model: BERT, tokenizer, text: str, top_k: int, device: torch.device) -> list[list[tuple[str, float]]]:
+def fill_mask(model: BERT, tokenizer: Tokenizer, text: str, top_k: int,
+              device: torch.device) -> list[list[tuple[str, float]]]:
     """The top_k (token, probability) for each [MASK] in text."""
     if "[MASK]" not in text:
-        raise SystemExit('error: --TEXT needs at least one [MASK], like --TEXT="The [MASK] flowed into the sea."')
+        raise SystemExit('error: --TEXT needs at least one [MASK], '
+                         'like --TEXT="The [MASK] flowed into the sea."')
     input_ids = torch.tensor([encode_text(tokenizer, text)], device=device)  # (1, T)
     masked = input_ids == special(tokenizer, "MASK")  # (1, T)
     logits, _ = model(input_ids, masked=masked)  # (number of masks, V)
@@ -106,12 +100,12 @@ def corpus_sentences(data_dir: Path) -> list[str]:
 
 
 def words(sentence: str) -> list[str]:
-    return re.findall(r"[A-Za-z]+", sentence)  # cased, as our tokenizer is: "Bank" and "bank" are other tokens
+    return re.findall(r"[A-Za-z]+", sentence)  # cased, as our tokenizer is: "Bank" and "bank" differ
 
 
 def contexts_of(word: str, sentences: list[str], n: int) -> tuple[str, list[str]]:
-    """Up to n sentences that contain word (exactly, case included, so every occurrence is the same token and only
-    the context differs); if fewer than two do, a frequent word of the corpus instead."""
+    """Up to n sentences that contain word (exactly, case included, so every occurrence is the same token and
+    only the context differs); if fewer than two do, a frequent word of the corpus instead."""
     def containing(w):
         return [s for s in sentences if re.search(rf"\b{w}\b", s) and len(s) < 300]
 
@@ -119,29 +113,34 @@ def contexts_of(word: str, sentences: list[str], n: int) -> tuple[str, list[str]
     if len(found) < 2:
         counts = Counter(w for s in sentences for w in set(words(s)) if len(w) >= 5)
         fallback = counts.most_common(1)[0][0]
-        print(f"'{word}' is in {len(found)} sentence(s) of this corpus; showing '{fallback}' instead (--WORD=...)")
+        print(f"'{word}' is in {len(found)} sentence(s) of this corpus; "
+              f"showing '{fallback}' instead (--WORD=...)")
         word, found = fallback, containing(fallback)
     step = max(1, len(found) // n)  # spread over the corpus rather than the first n of one article
     return word, found[::step][:n]
 
 
 @torch.no_grad()
-def contextual_vectors(model: BERT, tokenizer, word: str, sentences: list[str], device) -> torch.Tensor:
-    """(n, C): for each sentence, the mean final hidden state over the tokens of its first occurrence of word."""
+def contextual_vectors(model: BERT, tokenizer: Tokenizer, word: str, sentences: list[str],
+                       device: torch.device) -> torch.Tensor:
+    """(n, C): for each sentence, the mean final hidden state over the tokens of its first
+    occurrence of word."""
     vectors = []
     for sentence in sentences:
         match = re.search(rf"\b{word}\b", sentence)
-        before, middle, after = encode_pieces(
-            tokenizer, [sentence[: match.start()], sentence[match.start() : match.end()], sentence[match.end() :]])
+        before, middle, after = encode_pieces(tokenizer, [sentence[: match.start()],
+                                                          sentence[match.start() : match.end()],
+                                                          sentence[match.end() :]])
         ids = [special(tokenizer, "CLS"), *before, *middle, *after, special(tokenizer, "SEP")]
         ids = ids[: model.config.block_size]
-        states = model.encode(torch.tensor([ids], device=device))[0]  # (T, C)
+        states = model.hidden_states(torch.tensor([ids], device=device))[0]  # (T, C)
         vectors.append(states[1 + len(before) : 1 + len(before) + len(middle)].mean(0))  # (C,)
     return torch.stack(vectors).float().cpu()
 
 
 def word2vec_vector(sentences: list[str], word: str, seed: int) -> np.ndarray:
-    """Word2Vec (Mikolov et al. 2013) trained on the same corpus: one vector per word, whatever its context."""
+    """Word2Vec (Mikolov et al. 2013) trained on the same corpus: one vector per word,
+    whatever its context."""
     from gensim.models import Word2Vec  # imported here: it takes seconds, and only part (b) needs it
 
     model = Word2Vec([words(s) for s in sentences], vector_size=100, window=5, min_count=1, workers=1,
@@ -158,8 +157,8 @@ def cosine_matrix(vectors: torch.Tensor) -> np.ndarray:
 
 def plot(bert: np.ndarray, static: np.ndarray, word: str, png: Path) -> Path:
     fig = Figure(figsize=(10, 4.5))
-    for ax, matrix, title in zip(fig.subplots(1, 2), (bert, static), ("BERT (contextual)", "Word2Vec (static)"),
-                                 strict=True):
+    for ax, matrix, title in zip(fig.subplots(1, 2), (bert, static),
+                                 ("BERT (contextual)", "Word2Vec (static)"), strict=True):
         image = ax.imshow(matrix, vmin=min(0.0, bert.min()), vmax=1.0, cmap="viridis")
         ax.set(title=f"{title}: '{word}'", xlabel="sentence", ylabel="sentence")
         fig.colorbar(image, ax=ax, label="cosine similarity")

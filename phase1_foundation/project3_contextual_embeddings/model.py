@@ -6,7 +6,7 @@ whether sentence B follows sentence A (NSP). The blocks are post-LN like GPT-1's
 (sentence A or B), a LayerNorm on the embedding sum, a padding mask, and two heads, an MLM head tied to the
 token embedding and an NSP head that reads the [CLS] position through the pooler.
 
-Read top to bottom: BertConfig -> BidirectionalSelfAttention -> MLP -> Block -> BERT -> released weights.
+Read top to bottom: BertConfig -> BidirectionalSelfAttention -> MLP -> Block -> BERT -> saved weights.
 Shapes: B batch, T sequence length, C = n_embd, nh = n_head, hs = C // nh head size, V vocabulary size,
 N number of masked positions.
 """
@@ -21,6 +21,7 @@ import torch.nn as nn
 from torch import Tensor
 from torch.nn import functional as F
 
+from common import checkpoint as ckpt
 from common.hf import read_hf_config, read_hf_weights
 
 LN_EPS = 1e-12  # google-research/bert modeling.py layer_norm (transformers' BERT: layer_norm_eps=1e-12)
@@ -28,7 +29,8 @@ LN_EPS = 1e-12  # google-research/bert modeling.py layer_norm (transformers' BER
 
 @dataclass
 class BertConfig:
-    """The defaults are BERT-base; only the vocabulary depends on the tokenizer. Two segments (A, B), fixed."""
+    """The defaults are BERT-base; only the vocabulary depends on the tokenizer.
+    Two segments (A, B), fixed."""
 
     vocab_size: int  # PAPER: BERT §3 (30,000-token WordPiece; the released uncased vocabulary has 30,522)
     block_size: int = 512  # PAPER: BERT §A.2 (sequences of at most 512 tokens; learned positions)
@@ -47,7 +49,8 @@ class BertConfig:
 
 
 class BidirectionalSelfAttention(nn.Module):
-    """Chapter 1's CausalSelfAttention minus the causal mask: position t reads all positions, before and after.
+    """Chapter 1's CausalSelfAttention minus the causal mask: position t reads all positions, before
+    and after.
 
     "Bidirectional" is not an added mechanism but a removed one. What stays is a padding mask: sequences of
     different lengths share a batch by padding, and no real token may read a padding position (every query
@@ -59,8 +62,8 @@ class BidirectionalSelfAttention(nn.Module):
         self.n_head = config.n_head
         self.dropout = config.dropout
         self.fast = config.fast_attention
-        # BERT's linear layers have biases (the draft had bias=False). BERT keeps query, key and value as three
-        # layers; one layer three times as wide computes the same thing (from_hf concatenates them).
+        # BERT's linear layers have biases. BERT keeps query, key and value as three layers; one layer three
+        # times as wide computes the same thing (from_hf concatenates them).
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)
         self.attn_dropout = nn.Dropout(config.dropout)
@@ -70,7 +73,7 @@ class BidirectionalSelfAttention(nn.Module):
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """x (B, T, C); mask (B, 1, 1, T) bool, True where the key is a real token, or None (no padding)."""
         B, T, C = x.shape
-        q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C); the draft split by an unset self.n_embd
+        q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
@@ -106,7 +109,7 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """One encoder block, post-LN as in the original Transformer and GPT-1: LN(x + attn(x)), LN(h + mlp(h))."""
+    """An encoder block, post-LN as in the original Transformer and GPT-1: LN(x + attn(x)), LN(h + mlp(h))."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -132,17 +135,19 @@ class BERT(nn.Module):
                 token=nn.Embedding(config.vocab_size, C),
                 position=nn.Embedding(config.block_size, C),  # PAPER: BERT §3 (learned positions)
                 segment=nn.Embedding(2, C),  # PAPER: BERT §3, Fig. 2 (sentence A = 0, sentence B = 1)
-                norm=nn.LayerNorm(C, eps=LN_EPS),  # the draft had none: BERT normalises the sum, then drops out
+                norm=nn.LayerNorm(C, eps=LN_EPS),  # BERT normalises the sum, then drops out
                 drop=nn.Dropout(config.dropout),
             )
         )
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        # Post-LN: the last block already ends in a LayerNorm, so there is no final one (the draft had ln_f).
-        # google-research/bert's pooler: dense + tanh on the [CLS] state, the input of the NSP head. A trained
-        # layer made once here (the draft built a new random one in every forward).
+        # Post-LN: the last block already ends in a LayerNorm, so there is no final one.
+        # google-research/bert's pooler: dense + tanh on the [CLS] state, the input of the NSP head: a layer
+        # made once here and trained with the rest (one built inside forward would be new and random
+        # on every call).
         self.pooler = nn.Sequential(OrderedDict(dense=nn.Linear(C, C), act=nn.Tanh()))
         # PAPER: BERT §3.1 Task #1. google-research/bert's MLM head transforms each state first (dense, GELU,
-        # LayerNorm), then scores it against every token embedding (tied, Press & Wolf 2017) plus its own bias.
+        # LayerNorm), then scores it against every token embedding (tied, Press & Wolf 2017)
+        # plus its own bias.
         head = dict(dense=nn.Linear(C, C), act=nn.GELU(), norm=nn.LayerNorm(C, eps=LN_EPS),
                     decoder=nn.Linear(C, config.vocab_size))
         self.mlm_head = nn.Sequential(OrderedDict(head))
@@ -152,17 +157,19 @@ class BERT(nn.Module):
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
-        # google-research/bert draws weights from N(0, 0.02) (initializer_range; truncated at 2 std there, plain
-        # in transformers and here); biases start at zero and LayerNorms at the identity (PyTorch's default).
+        # google-research/bert draws weights from N(0, 0.02) (initializer_range; truncated at 2 std there,
+        # plain in transformers and here); biases start at zero and LayerNorms at the identity
+        # (PyTorch's default).
         if isinstance(module, nn.Linear | nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def encode(
+    def hidden_states(
         self, input_ids: Tensor, segment_ids: Tensor | None = None, attention_mask: Tensor | None = None
     ) -> Tensor:
-        """Final hidden states (B, T, C), the contextual embeddings. attention_mask (B, T): 1 real, 0 padding."""
+        """Final hidden states (B, T, C), the contextual embeddings.
+        attention_mask (B, T): 1 real, 0 padding."""
         B, T = input_ids.shape
         if T > self.config.block_size:
             raise ValueError(f"sequence of {T} tokens is longer than block_size {self.config.block_size}")
@@ -184,12 +191,13 @@ class BERT(nn.Module):
         attention_mask: Tensor | None = None,
         masked: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """MLM logits (B, T, V), or (N, V) at the N positions where `masked` (B, T) is True; NSP logits (B, 2).
+        """MLM logits (B, T, V), or (N, V) at the N positions where `masked` (B, T) is True;
+        NSP logits (B, 2).
 
         Only masked positions are scored in pre-training, and the head's V x C product is its biggest cost, so
-        BERT's own code gathers them before the head (the draft scored every position).
+        BERT's own code gathers them before the head instead of scoring every position.
         """
-        x = self.encode(input_ids, segment_ids, attention_mask)  # (B, T, C)
+        x = self.hidden_states(input_ids, segment_ids, attention_mask)  # (B, T, C)
         nsp_logits = self.nsp_head(self.pooler(x[:, 0]))  # [CLS] (B, C) -> pooled (B, C) -> (B, 2)
         if masked is not None:
             x = x[masked]  # (N, C), in row-major order of the True positions
@@ -205,11 +213,25 @@ class BERT(nn.Module):
         return sum(p.numel() for p in params.values())
 
     @classmethod
+    def from_checkpoint(cls, spec: str | Path, out_dir: str | Path = ".", device: str | torch.device = "cpu"
+                        ) -> tuple["BERT", dict]:
+        """The model a train.py checkpoint holds, in eval mode on `device`, and the checkpoint itself (its
+        settings, step and prepared-data folder). `spec` is a checkpoint's path, or "latest" in `out_dir`."""
+        path = ckpt.find_checkpoint(str(spec), Path(out_dir), PREFIX)
+        state = ckpt.load_checkpoint(path, kind=KIND, map_location=device)
+        model = cls(BertConfig(**state["model_config"]))
+        model.load_state_dict(ckpt.clean_state_dict(state["model"]))
+        print(f"loaded {path} (step {state['step']})")
+        return model.to(device).eval(), state
+
+    @classmethod
     def from_hf(cls, folder: str | Path) -> "BERT":
-        """Load a BERT saved in the Hugging Face transformers layout (e.g. Google's released bert-base-uncased).
+        """Load a BERT saved in the Hugging Face transformers layout (e.g. Google's released
+        bert-base-uncased).
 
         The folder holds config.json and model.safetensors or pytorch_model.bin, as written by
-        BertForPreTraining.save_pretrained. Anything else ends the program with one line saying what is wrong.
+        BertForPreTraining.save_pretrained. Anything else ends the program with one line saying
+        what is wrong.
         """
         folder = Path(folder)
         hf = _read_hf_config(folder)
@@ -230,10 +252,16 @@ class BERT(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Our own checkpoints: train.py writes them, from_checkpoint reads them.
+
+KIND = "project3/bert"  # saved in every checkpoint, so another chapter's file is refused with a clear line
+PREFIX = "bert"  # checkpoints/project3/bert_iter{N}_loss{L}.pt
+
+# ----------------------------------------------------------------------------------------------------------
 # Loading released weights. transformers keeps google-research/bert's names (bert.embeddings.word_embeddings,
-# bert.encoder.layer.{i}.attention.self.query, ..., cls.predictions, cls.seq_relationship). Query, key and value
-# are three layers there and one (c_attn) here; and transformers' NSP class 0 is IsNext, ours is 1, so the NSP
-# head's two rows swap places. Everything else maps one to one.
+# bert.encoder.layer.{i}.attention.self.query, ..., cls.predictions, cls.seq_relationship). Query, key and
+# value are three layers there and one (c_attn) here; and transformers' NSP class 0 is IsNext, ours is 1, so
+# the NSP head's two rows swap places. Everything else maps one to one.
 
 _HF_NAMES = [  # applied in order to our parameter name
     ("embeddings.token.", "bert.embeddings.word_embeddings."),
@@ -252,7 +280,8 @@ _HF_NAMES = [  # applied in order to our parameter name
     ("mlm_head.decoder.bias", "cls.predictions.bias"),
     ("nsp_head.", "cls.seq_relationship."),
 ]
-_HF_HINT = "expected a folder written by BertForPreTraining.save_pretrained (config.json + model.safetensors)"
+_HF_HINT = ("expected a folder written by BertForPreTraining.save_pretrained "
+            "(config.json + model.safetensors)")
 
 
 def _read_hf_config(folder: Path) -> dict:
@@ -262,8 +291,8 @@ def _read_hf_config(folder: Path) -> dict:
                     intermediate_size=4 * hf.get("hidden_size", 0), position_embedding_type="absolute")
     for key, value in expected.items():
         if hf.get(key, value) != value:
-            raise SystemExit(f"error: {Path(folder) / 'config.json'} has {key}={hf[key]!r}; this BERT supports "
-                             f"only {key}={value!r}")
+            raise SystemExit(f"error: {Path(folder) / 'config.json'} has {key}={hf[key]!r}; "
+                             f"this BERT supports only {key}={value!r}")
     return hf
 
 
@@ -283,12 +312,12 @@ def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder:
         parts = [hf_name.replace(".attn.c_attn.", f".attention.self.{p}.") for p in ("query", "key", "value")]
     for part in parts:
         if part not in weights:
-            raise SystemExit(f"error: {folder} has no tensor {part!r}; it is not a complete BertForPreTraining "
-                             "checkpoint (both pre-training heads are needed)")
+            raise SystemExit(f"error: {folder} has no tensor {part!r}; it is not a complete "
+                             "BertForPreTraining checkpoint (both pre-training heads are needed)")
     tensor = torch.cat([weights[part] for part in parts])
     if name.startswith("nsp_head."):
         tensor = tensor.flip(0)  # transformers: row 0 = IsNext; ours: row 1 = IsNext
     if tensor.shape != shape:
-        raise SystemExit(f"error: {' + '.join(parts)} in {folder} has shape {tuple(tensor.shape)}, config.json "
-                         f"implies {tuple(shape)}; the folder mixes files from different models")
+        raise SystemExit(f"error: {' + '.join(parts)} in {folder} has shape {tuple(tensor.shape)}, "
+                         f"config.json implies {tuple(shape)}; the folder mixes files from different models")
     return tensor

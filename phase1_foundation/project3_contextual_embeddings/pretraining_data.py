@@ -11,6 +11,8 @@ found slightly better, and a resumed run sees the same batches because every dra
 generator.
 """
 
+from types import SimpleNamespace
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -43,7 +45,7 @@ def mask_tokens(
     no sequence goes without a target). Of the chosen: mask_share become [MASK], random_share a random
     ordinary token, the rest stay as they are. The model cannot tell which unmasked tokens are targets, so it
     must keep a good representation of every token, and fine-tuning, which never shows [MASK], is less of a
-    surprise. labels hold the original token at chosen positions (also those left unchanged) and -100
+    surprise. labels hold the original token at chosen positions (also those left unchanged) and IGNORE
     elsewhere. Special tokens, padding included, are never chosen, and the random replacement is never one
     (BERT's code drew it from the whole vocabulary, [CLS] and [SEP] included).
 
@@ -82,12 +84,13 @@ def truncated_lengths(len_a: np.ndarray, len_b: np.ndarray, max_tokens: int) -> 
 class PairBatches:
     """Batches of [CLS] A [SEP] B [SEP] pairs, masked, from one split's sentence files (see download_data.py).
 
-    PAPER: BERT §3.1 Task #2 and create_instances_from_document. A is one or more consecutive sentences of a
-    document; B is what really follows them (IsNext, label 1) half of the time, and otherwise consecutive
-    sentences from a random point of a random DIFFERENT document (NotNext, label 0): a random sentence of the
-    same document could be the true continuation (the draft's bug), or near enough to read as one. A and B
-    together are first made about block_size - 3 tokens long (so little of a batch is padding), then trimmed
-    to fit as truncate_seq_pair does: the longer side loses a token at a time, front or back at random.
+    PAPER: BERT §3.1 Task #2 and create_instances_from_document. A is one or more consecutive sentences of
+    a document; B is what really follows them (IsNext, label 1) half of the time, and otherwise
+    consecutive sentences from a random point of a random DIFFERENT document (NotNext, label 0): a random
+    sentence of the same document could be the true continuation (mislabelled as NotNext), or near enough
+    to read as one. A and B together are first made about block_size - 3 tokens long (so little of a batch
+    is padding), then trimmed to fit as truncate_seq_pair does: the longer side loses a token at a time,
+    front or back at random.
 
     Every pair is drawn the same way up to the label, so A alone says nothing about the answer: a chunk of
     consecutive sentences of one document, filled to the target length and at least two sentences long, is
@@ -202,3 +205,13 @@ class PairBatches:
 
     def load_state_dict(self, state: dict) -> None:
         self.generator.set_state(state["generator"].cpu())  # cpu(): in case it was loaded with map_location
+
+
+def pair_batches(split: tuple, cfg: SimpleNamespace, vocab_size: int, device: torch.device,
+                 seed: int) -> PairBatches:
+    """Masked sentence pairs from one split (load_split's three arrays), shaped by the chapter's settings; the
+    same seed gives the same pairs and the same masks."""
+    return PairBatches(
+        *split, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed, use_nsp=cfg.USE_NSP, vocab_size=vocab_size,
+        mlm_prob=cfg.MLM_PROB, mask_share=cfg.MASK_TOKEN_SHARE, random_share=cfg.RANDOM_TOKEN_SHARE,
+    )

@@ -1,10 +1,13 @@
+import dataclasses
 import random
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
 from common.checkpoint import (
+    TrainingRun,
     check_compatible,
     checkpoint_path,
     clean_state_dict,
@@ -245,3 +248,87 @@ def test_a_fresh_run_sets_the_previous_one_aside(tmp_path):
     assert set_aside_previous_run(tmp_path, "gpt") is None  # nothing left to move
     save_checkpoint(checkpoint_path(tmp_path, "gpt", 5, 1.0), {"kind": "k"})
     assert set_aside_previous_run(tmp_path, "gpt") == tmp_path / "previous" / "2"
+
+
+# --- a training run's state: save_training_state and resume -------------------------------------------------
+
+
+@dataclasses.dataclass
+class TinyConfig:
+    width: int = 4
+    dropout: float = 0.1
+
+
+class TinyModel(torch.nn.Module):
+    """What resume needs of a chapter's model: parameters and a dataclass `config`."""
+
+    def __init__(self, config: TinyConfig):
+        super().__init__()
+        self.config = config
+        self.layer = torch.nn.Linear(config.width, 3)
+
+
+class TinySampler:
+    """A batch sampler's resumable part: its private generator."""
+
+    def __init__(self, seed: int):
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["generator"])
+
+
+def training_run(folder, seed: int, width: int = 4, resume: str = "", keep: int = 3) -> TrainingRun:
+    torch.manual_seed(seed)
+    model = TinyModel(TinyConfig(width))
+    cfg = SimpleNamespace(OUT_DIR=str(folder), RESUME=resume, KEEP_CHECKPOINTS=keep, N_LAYER=2)
+    return TrainingRun(cfg, "gpt", KIND, model=model,
+                       optimizer=torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                       scaler=torch.amp.GradScaler("cpu", enabled=False), batches=TinySampler(seed),
+                       extra={"tokenizer": "data/x"})
+
+
+def take_a_step(run: TrainingRun) -> None:
+    run.model.layer(torch.randn(2, run.model.config.width)).sum().backward()
+    run.optimizer.step()
+    torch.randint(10, (1,), generator=run.batches.generator)
+
+
+def test_resume_restores_a_saved_run_exactly(tmp_path, capsys):
+    saved = training_run(tmp_path, seed=1)
+    take_a_step(saved)
+    path = saved.save(7, 2.5)
+    assert path == tmp_path / "gpt_iter7_loss2.5000.pt"
+    state = load_checkpoint(path, kind=KIND)
+    assert state["model_config"] == {"width": 4, "dropout": 0.1} and state["tokenizer"] == "data/x"
+    assert state["config"]["N_LAYER"] == 2  # the run's settings, whole
+    expected_next = torch.rand(3)  # what the run would draw next
+
+    resumed = training_run(tmp_path, seed=2, resume="latest")  # other weights, momentum and generators
+    assert resumed.resume(shape_keys=("width",)) == 7 and "resumed from" in capsys.readouterr().out
+    assert torch.equal(torch.rand(3), expected_next)  # the global generators continue where they were saved
+    torch.testing.assert_close(resumed.model.state_dict(), saved.model.state_dict(), atol=0, rtol=0)
+    torch.testing.assert_close(resumed.optimizer.state_dict(), saved.optimizer.state_dict(), atol=0, rtol=0)
+    assert torch.equal(resumed.batches.generator.get_state(), saved.batches.generator.get_state())
+
+
+def test_resume_refuses_another_shape_in_one_line(tmp_path):
+    training_run(tmp_path, seed=1).save(1, 1.0)
+    with pytest.raises(SystemExit, match=r"width 4 -> 8.*resume with --WIDTH=4") as exit_info:
+        training_run(tmp_path, seed=1, width=8, resume="latest").resume(shape_keys=("width",))
+    assert "\n" not in str(exit_info.value.code)
+
+
+def test_a_fresh_start_returns_step_zero_and_sets_the_old_run_aside(tmp_path, capsys):
+    run = training_run(tmp_path, seed=1, keep=2)
+    for step in (1, 2, 3, 4):
+        run.save(step, 1.0)
+    assert (sorted(p.name for p in tmp_path.glob("*.pt"))
+            == ["gpt_iter3_loss1.0000.pt", "gpt_iter4_loss1.0000.pt"])
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    assert run.resume(shape_keys=("width",)) == 0
+    assert "moved it to" in capsys.readouterr().out
+    assert not list(tmp_path.glob("*.pt")) and len(list((tmp_path / "previous" / "1").iterdir())) == 3

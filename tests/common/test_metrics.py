@@ -4,7 +4,16 @@ import math
 import pytest
 import torch
 
-from common.metrics import MetricsLog, check_finite, mfu, peak_flops, plot_losses, progress, read_metrics
+from common.metrics import (
+    MetricsLog,
+    check_finite,
+    mfu,
+    peak_flops,
+    plot_losses,
+    progress,
+    read_metrics,
+    run_training,
+)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -155,3 +164,25 @@ def test_check_finite_stops_with_the_last_good_checkpoint(tmp_path, loss):
 def test_check_finite_before_any_checkpoint():
     with pytest.raises(SystemExit, match="step 3.*no checkpoint was saved yet.*lower the learning rate"):
         check_finite(float("nan"), step=3, last_checkpoint=None)
+
+
+# --- summary.json, and running a training script as a program -----------------------------------------------
+
+FAKE_TRAIN = """
+import sys
+from common.metrics import save_summary
+out_dir = next(a.removeprefix("--OUT_DIR=") for a in sys.argv if a.startswith("--OUT_DIR="))
+if "--FAIL=true" in sys.argv:
+    raise SystemExit("error: unknown setting FAIL")
+save_summary(out_dir, {"val_loss": 1.5, "argv": sys.argv[1:]})
+"""
+
+
+def test_run_training_runs_the_script_as_a_program_and_returns_its_summary(tmp_path, monkeypatch):
+    (tmp_path / "fake_train.py").write_text(FAKE_TRAIN)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    summary = run_training("fake_train", ["--LR=0.1"], tmp_path / "run")
+    assert summary == {"val_loss": 1.5, "argv": ["--LR=0.1", f"--OUT_DIR={tmp_path / 'run'}"]}
+    with pytest.raises(SystemExit, match="fake_train stopped .*--FAIL=true") as exit_info:
+        run_training("fake_train", ["--FAIL=true"], tmp_path / "run")
+    assert "\n" not in str(exit_info.value.code)

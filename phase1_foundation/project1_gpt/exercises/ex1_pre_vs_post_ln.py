@@ -21,8 +21,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from common.metrics import read_metrics
-from phase1_foundation.project1_gpt import train
-from phase1_foundation.project1_gpt.exercises import parse_args
+from phase1_foundation.project1_gpt.exercises import parse_args, run_train
 
 # The exercise's changes to the preset: twice the depth of the CPU preset, 4x GPT-1's learning rate, a warmup
 # of 10 steps instead of GPT-1's 2000, and only the first 300 steps, where the two differ most. Your own
@@ -55,7 +54,7 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex1_pre_vs_post_ln")
     results = {}
     for name, (_, variant) in VARIANTS.items():
-        summary = train.main([*SETTINGS, *settings, variant, f"--OUT_DIR={out_dir / name}"])
+        summary = run_train([*SETTINGS, *settings, variant], out_dir / name)
         last = [r["train_loss"] for r in read_metrics(out_dir / name / "metrics.jsonl")][-10:]
         results[name] = {"train_loss": sum(last) / len(last), "val_loss": summary["val_loss"],
                          "unigram_loss": summary["unigram_loss"]}

@@ -1,6 +1,6 @@
 """Exercise 2: remove the causal mask and watch the model cheat.
 
-Train GPT-1 twice, once as it is and once with every attention mask set to all True, so that position t also
+Train GPT-1 twice, once as it is and once without the causal mask (--CAUSAL=false), so that position t also
 sees positions t+1, t+2, ... The model is asked to predict token t+1, and now it can read it.
 
     uv run python phase1_foundation/project1_gpt/exercises/ex2_no_causal_mask.py
@@ -13,9 +13,8 @@ only, which is all a model has when it generates: the causal model's loss is unc
 always gave it), the unmasked model's is far worse than the causal model's, often worse than the unigram
 baseline, and its samples are garbage: it learned to copy from a future that generation never has.
 
-The mask exists only on the explicit attention path, so both runs use --FAST_ATTENTION=false (same numbers as
-the fused kernel). The chapter's model has no switch for the mask; we build the model through train.py's
-recipe and overwrite the mask buffers right after GPT(...) creates them.
+--CAUSAL=false is a setting of the chapter like any other: GPTConfig.causal drops the mask on both attention
+paths, and a checkpoint remembers it, so the model reloaded for scoring below is the one that was trained.
 
 The exercise changes a few more settings, for speed only. At initialisation attention is spread evenly over
 the window, so the token to copy gets 1/BLOCK_SIZE of it: a 16-token window makes the shortcut quick to find
@@ -25,37 +24,24 @@ which finds the shortcut within 300 steps; GPT-1's post-LN block finds it too, o
 """
 
 from pathlib import Path
-from unittest.mock import patch
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 
-from common import checkpoint as ckpt
 from common.device import seed_everything
 from common.metrics import read_metrics
-from common.tokenizers import load_tokenizer
 from common.tokens import Batches, load_tokens
-from phase1_foundation.project1_gpt import train
-from phase1_foundation.project1_gpt.exercises import parse_args
-from phase1_foundation.project1_gpt.model import GPT, GPTConfig
+from phase1_foundation.project1_gpt.exercises import parse_args, run_train
+from phase1_foundation.project1_gpt.model import GPT
+from phase1_foundation.project1_gpt.tokenizer import load_tokenizer
 
 # The exercise's changes to the preset (see above). Your --NAME=value settings come after these, so they win.
 SETTINGS = [
     "--BLOCK_SIZE=16", "--BATCH_SIZE=128", "--PRE_LN=true", "--LEARNING_RATE=1e-3", "--WARMUP_ITERS=10",
     "--MAX_ITERS=300", "--EVAL_INTERVAL=50",
 ]
-
-
-def without_mask(model: GPT) -> GPT:
-    """Let every position attend to every position, the future included."""
-    for block in model.blocks:
-        block.attn.mask.fill_(True)  # was tril: True only where key <= query
-    return model
-
-
-def unmasked_gpt(config: GPTConfig) -> GPT:
-    """Stands in for GPT(config) inside train.py."""
-    return without_mask(GPT(config))
+VARIANTS = {"causal": "--CAUSAL=true", "no_mask": "--CAUSAL=false"}
 
 
 @torch.no_grad()
@@ -71,21 +57,20 @@ def prefix_loss(model: GPT, x: torch.Tensor, y: torch.Tensor) -> float:
     return torch.stack(losses).mean().item()
 
 
-def evaluate(checkpoint: str, masked: bool) -> dict:
-    """Reload a run's final model (the mask is not saved in checkpoints: remove it again) and score it."""
-    state = ckpt.load_checkpoint(Path(checkpoint), kind=train.KIND)
-    cfg, device = state["config"], torch.device(state["config"]["DEVICE"])
-    model = GPT(GPTConfig(**state["model_config"])).to(device)
-    model.load_state_dict(ckpt.clean_state_dict(state["model"]))
-    model = model.eval() if masked else without_mask(model).eval()
+def evaluate(checkpoint: str) -> dict:
+    """Reload a run's final model, with or without its mask as trained, and score it both ways;
+    and a sample."""
+    model, state = GPT.from_checkpoint(checkpoint)
+    cfg = SimpleNamespace(**state["config"])
+    device = torch.device(cfg.DEVICE)
+    model.to(device)
     data_dir = Path(state["tokenizer"])
     val_tokens = load_tokens(data_dir, "val")
-    x, y = Batches(val_tokens, cfg["BLOCK_SIZE"], cfg["BATCH_SIZE"], device, seed=cfg["SEED"]).next()  # (B,T)
+    x, y = Batches(val_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed=cfg.SEED).next()  # (B, T) each
     tokenizer = load_tokenizer(data_dir)
-    seed_everything(cfg["SEED"])
-    prompt = torch.tensor([tokenizer.encode(cfg["PROMPT"])], device=device)  # (1, T)
-    sample = model.generate(prompt, cfg["SAMPLE_TOKENS"], temperature=cfg["TEMPERATURE"],
-                            top_k=cfg["TOP_K"] or None)
+    seed_everything(cfg.SEED)
+    prompt = torch.tensor([tokenizer.encode(cfg.PROMPT)], device=device)  # (1, T)
+    sample = model.generate(prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None)
     return {"val_loss_window": window_loss(model, x, y), "val_loss_prefix": prefix_loss(model, x, y),
             "sample": tokenizer.decode(sample[0].tolist())}
 
@@ -93,16 +78,11 @@ def evaluate(checkpoint: str, masked: bool) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex2_no_causal_mask")
     results = {}
-    for name in ("causal", "no_mask"):
-        run = [*SETTINGS, *settings, "--FAST_ATTENTION=false", f"--OUT_DIR={out_dir / name}"]
-        if name == "causal":
-            summary = train.main(run)
-        else:  # train.main builds its model by calling the name GPT in its module: point it to unmasked_gpt
-            with patch.object(train, "GPT", unmasked_gpt):
-                summary = train.main(run)
+    for name, variant in VARIANTS.items():
+        summary = run_train([*SETTINGS, *settings, variant], out_dir / name)
         last = [r["train_loss"] for r in read_metrics(out_dir / name / "metrics.jsonl")][-10:]
         results[name] = {"train_loss": sum(last) / len(last), "unigram_loss": summary["unigram_loss"],
-                         **evaluate(summary["checkpoint"], masked=name == "causal")}
+                         **evaluate(summary["checkpoint"])}
 
     print("\nloss in nats per token; val losses on the same validation windows")
     print(f"{'':<10}{'train (last 10 steps)':>22}{'val, whole window':>19}{'val, prefix only':>18}")

@@ -28,12 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from common import checkpoint as ckpt
-from common.tokenizers import load_tokenizer
 from common.tokens import load_tokens
-from phase1_foundation.project1_gpt import train
 from phase1_foundation.project1_gpt.download_data import END_OF_TEXT
-from phase1_foundation.project1_gpt.exercises import parse_args
+from phase1_foundation.project1_gpt.exercises import parse_args, run_train
+from phase1_foundation.project1_gpt.tokenizer import load_tokenizer
 
 
 def val_characters(data_dir: Path) -> tuple[int, int]:
@@ -48,9 +46,8 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex3_char_vs_bpe")
     results = {}
     for tokenizer in ("char", "bpe"):
-        summary = train.main([*settings, f"--TOKENIZER={tokenizer}", f"--OUT_DIR={out_dir / tokenizer}"])
-        data_dir = Path(ckpt.load_checkpoint(Path(summary["checkpoint"]), kind=train.KIND)["tokenizer"])
-        tokens, characters = val_characters(data_dir)
+        summary = run_train([*settings, f"--TOKENIZER={tokenizer}"], out_dir / tokenizer)
+        tokens, characters = val_characters(Path(summary["data_dir"]))
         to_bits_per_character = tokens / characters / math.log(2)  # x nats per token
         results[tokenizer] = {
             "loss_per_token": summary["val_loss"],

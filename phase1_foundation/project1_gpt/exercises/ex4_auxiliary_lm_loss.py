@@ -19,15 +19,15 @@ needs a language model that has learned more than which words are frequent, so t
 
 import json
 
-from phase1_foundation.project1_gpt import finetune, train
-from phase1_foundation.project1_gpt.exercises import parse_args
+from phase1_foundation.project1_gpt import finetune
+from phase1_foundation.project1_gpt.exercises import parse_args, run_train
 
 LM_WEIGHTS = (0.0, 0.5)  # lambda: no auxiliary loss, and the paper's value
 
 
 def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex4_auxiliary_lm_loss")
-    checkpoint = train.main([*settings, f"--OUT_DIR={out_dir / 'pretrain'}"])["checkpoint"]
+    checkpoint = run_train(settings, out_dir / "pretrain")["checkpoint"]
     results = {}
     for weight in LM_WEIGHTS:
         run_dir = out_dir / f"lm_weight_{weight}"  # finetune.py writes its results here

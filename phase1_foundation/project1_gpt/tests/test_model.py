@@ -1,4 +1,5 @@
-"""GPT-1 model tests: parity with transformers' OpenAIGPT, the paper's parameter count, causality, sampling."""
+"""GPT-1 model tests: parity with transformers' OpenAIGPT, the paper's parameter count,
+causality, sampling."""
 
 import dataclasses
 import json
@@ -9,7 +10,8 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from phase1_foundation.project1_gpt.model import GPT, GPTConfig
+from common.checkpoint import save_checkpoint
+from phase1_foundation.project1_gpt.model import GPT, KIND, GPTConfig
 
 SMALL = GPTConfig(vocab_size=101, block_size=16, n_layer=2, n_head=4, n_embd=32, dropout=0.0)
 HF_SMALL = {"vocab_size": 101, "n_positions": 16, "n_embd": 32, "n_layer": 2, "n_head": 4}
@@ -40,7 +42,7 @@ def hf_model():
     torch.manual_seed(0)
     model = transformers.OpenAIGPTLMHeadModel(transformers.OpenAIGPTConfig(**HF_SMALL)).eval()
     assert model.lm_head.weight is model.transformer.tokens_embed.weight  # tied, like ours
-    with torch.no_grad():  # randomise biases and LayerNorms too, so a wrong mapping cannot hide behind 0 and 1
+    with torch.no_grad():  # randomise biases and LayerNorms too: a wrong mapping cannot hide behind 0 and 1
         for name, p in model.named_parameters():
             p.normal_(1.0 if name.endswith(("ln_1.weight", "ln_2.weight")) else 0.0, 0.2)
     return model
@@ -93,11 +95,13 @@ def test_from_hf_round_trip_safetensors(hf_model, tmp_path):
     ids = tokens()
     with torch.no_grad():
         torch.testing.assert_close(model(ids)[0], hf_model(ids).logits, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(model.state_dict(), copy_hf_weights(hf_model, make()).state_dict(), atol=0, rtol=0)
+    torch.testing.assert_close(model.state_dict(), copy_hf_weights(hf_model, make()).state_dict(),
+                               atol=0, rtol=0)
 
 
 def test_from_hf_pytorch_bin_without_prefix(hf_model, tmp_path):
-    """The original openai-gpt upload: pytorch_model.bin, names without "transformer.", mask buffers included."""
+    """The original openai-gpt upload: pytorch_model.bin, names without "transformer.",
+    mask buffers included."""
     hf_model.config.save_pretrained(tmp_path)
     sd = {name.removeprefix("transformer."): t for name, t in hf_model.state_dict().items()}
     sd["h.0.attn.bias"] = torch.tril(torch.ones(1, 1, 16, 16))  # old checkpoints stored the mask; ignored
@@ -128,7 +132,8 @@ def bad_folders(tmp_path):
     yield "corrupt", tmp_path / "f", "cannot read the weights"
     (write_config(tmp_path / "g") / "pytorch_model.bin").write_bytes(b"not a zip")
     yield "corrupt bin", tmp_path / "g", "cannot read the weights"
-    save_file({"tokens_embed.weight": torch.zeros(101, 32)}, write_config(tmp_path / "h") / "model.safetensors")
+    save_file({"tokens_embed.weight": torch.zeros(101, 32)},
+              write_config(tmp_path / "h") / "model.safetensors")
     yield "incomplete", tmp_path / "h", "has no tensor 'positions_embed.weight'"
     save_file({"tokens_embed.weight": torch.zeros(7, 32)}, write_config(tmp_path / "i") / "model.safetensors")
     yield "wrong shape", tmp_path / "i", r"has shape \(7, 32\), config.json implies \(101, 32\)"
@@ -152,7 +157,8 @@ def paper_model(**changes) -> GPT:
 
 def test_paper_configuration_has_the_released_parameter_count():
     model = paper_model()
-    assert (model.config.block_size, model.config.n_layer, model.config.n_head, model.config.n_embd) == (512, 12, 12, 768)
+    assert ((model.config.block_size, model.config.n_layer, model.config.n_head, model.config.n_embd)
+            == (512, 12, 12, 768))
     assert model.num_parameters() == 116_534_784  # PAPER: released GPT-1 checkpoint
     per_block = 12 * 768**2 + 13 * 768  # 12C^2 weights, 9C biases, 4C LayerNorm
     assert model.num_parameters(non_embedding=True) == 12 * per_block == 85_054_464
@@ -209,16 +215,17 @@ def test_changing_token_t_never_changes_earlier_logits(fast, pre_ln):
             assert not torch.allclose(logits[:, t], base[:, t])  # the change itself is visible
 
 
-def test_causality_check_fails_without_the_mask():
-    """The check above can fail: with the mask removed the explicit path reads the future."""
-    model = make(fast_attention=False)
-    for block in model.blocks:
-        block.attn.mask.fill_(True)
+@pytest.mark.parametrize("fast", [True, False], ids=["sdpa", "explicit"])
+def test_causality_check_fails_without_the_mask(fast):
+    """The check above can fail: with causal=False (exercise 2) both paths read the future, and agree."""
+    model = make(fast_attention=fast, causal=False)
     ids = tokens(batch=2)
     changed = ids.clone()
     changed[:, -1] = (changed[:, -1] + 1) % SMALL.vocab_size
     with torch.no_grad():
         assert not torch.allclose(model(changed)[0][:, 0], model(ids)[0][:, 0])
+        torch.testing.assert_close(model(ids)[0], twin(model, fast_attention=not fast)(ids)[0],
+                                   atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("pre_ln", [False, True], ids=["post-ln", "pre-ln"])
@@ -275,3 +282,18 @@ def test_generate_samples_only_from_the_top_k():
     out = model.generate(prompt, max_new_tokens=1, temperature=2.0, top_k=3)
     assert out.shape == (64, 5) and torch.equal(out[:, :4], prompt)
     assert (out[:, -1:] == allowed).any(dim=1).all()
+
+
+# ---- our own checkpoints ----------------------------------------------------------------------------------
+
+
+def test_from_checkpoint_rebuilds_the_saved_model_and_refuses_another_chapters(tmp_path):
+    model = make(pre_ln=True, causal=False)
+    state = {"model": model.state_dict(), "model_config": dataclasses.asdict(model.config), "step": 3}
+    save_checkpoint(tmp_path / "gpt_iter3_loss1.0000.pt", {"kind": KIND, **state})
+    loaded, checkpoint = GPT.from_checkpoint("latest", tmp_path)
+    assert loaded.config == model.config and not loaded.training and checkpoint["step"] == 3
+    torch.testing.assert_close(loaded.state_dict(), model.state_dict(), atol=0, rtol=0)
+    save_checkpoint(tmp_path / "other.pt", {"kind": "project3/bert", **state})
+    with pytest.raises(SystemExit, match="written by project3/bert, not project1/gpt"):
+        GPT.from_checkpoint(tmp_path / "other.pt")

@@ -28,36 +28,16 @@ def test_train_writes_checkpoints_curve_and_summary(tiny, tmp_path):
     assert len(names) == 2 and names[1].startswith("gpt_iter20_loss")
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [step for step, _, _ in losses(tmp_path)] == list(range(1, 21))
-    assert summary["val_loss"] < math.log(512)  # below a uniform guess over the 512 tokens: it learned something
+    assert summary["val_loss"] < math.log(512)  # below a uniform guess over 512 tokens: it learned something
     assert summary["unigram_loss"] < math.log(512)
 
 
-class InterruptAt:
-    """Stands in for GracefulInterrupt: reports a Ctrl-C once the loop has finished `step` steps."""
-
-    def __init__(self, step):
-        self.step, self.checks = step, 0
-
-    def __call__(self):
-        return self
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    @property
-    def requested(self):
-        self.checks += 1
-        return self.checks >= self.step
-
-
-def test_ctrl_c_then_resume_continues_the_same_run_bit_for_bit(tiny, tmp_path, monkeypatch, capsys):
+def test_ctrl_c_then_resume_continues_the_same_run_bit_for_bit(tiny, tmp_path, monkeypatch, capsys,
+                                                                interrupt_at):
     uninterrupted, interrupted = tmp_path / "a", tmp_path / "b"
     train.main([*tiny, f"--OUT_DIR={uninterrupted}"])
 
-    monkeypatch.setattr(train, "GracefulInterrupt", InterruptAt(7))
+    monkeypatch.setattr(train, "GracefulInterrupt", interrupt_at(7))
     with pytest.raises(SystemExit) as stop:
         train.main([*tiny, f"--OUT_DIR={interrupted}"])
     assert stop.value.code == 0 and "--RESUME=latest" in capsys.readouterr().out

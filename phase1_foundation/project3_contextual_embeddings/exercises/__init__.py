@@ -1,4 +1,7 @@
-"""Worked solutions of chapter 3's exercises. Each takes the chapter's --NAME=value settings, plus --OUT_DIR."""
+"""Worked solutions of chapter 3's exercises.
+
+Each takes the chapter's --NAME=value settings, plus --OUT_DIR.
+"""
 
 import sys
 from pathlib import Path
@@ -8,10 +11,10 @@ import torch
 
 from common import checkpoint as ckpt
 from common.config import REPO_ROOT
-from phase1_foundation.project3_contextual_embeddings import train
+from common.metrics import run_training
 from phase1_foundation.project3_contextual_embeddings.download_data import PAD_ID, load_split
-from phase1_foundation.project3_contextual_embeddings.embed import load_checkpoint_model
-from phase1_foundation.project3_contextual_embeddings.model import BERT
+from phase1_foundation.project3_contextual_embeddings.model import BERT, PREFIX
+from phase1_foundation.project3_contextual_embeddings.objectives import evaluate
 
 
 def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
@@ -24,9 +27,15 @@ def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
     return out_dir, [arg for arg in argv if not arg.startswith("--OUT_DIR=")]
 
 
+def run_train(settings: list[str], out_dir: Path) -> dict:
+    """Run the chapter's train.py with `settings` into out_dir, exactly as from the shell, and return the
+    summary it leaves there (val_mlm_loss, val_mlm_accuracy, checkpoint, ...)."""
+    return run_training("phase1_foundation.project3_contextual_embeddings.train", settings, out_dir)
+
+
 def load_run(checkpoint: str | Path) -> tuple[BERT, SimpleNamespace, Path]:
     """A run's model (in eval mode, on the run's device), its settings and its prepared-data folder."""
-    model, state = load_checkpoint_model(checkpoint, "cpu")
+    model, state = BERT.from_checkpoint(checkpoint)
     cfg = SimpleNamespace(**state["config"])
     return model.to(cfg.DEVICE), cfg, Path(state["tokenizer"])
 
@@ -37,13 +46,14 @@ def evaluate_run(checkpoint: str | Path, **changes) -> dict:
     model, cfg, data_dir = load_run(checkpoint)
     cfg = SimpleNamespace(**{**vars(cfg), **changes})
     # PAD_ID is never a target: the count of "most frequent token" targets, which we do not need, stays 0.
-    return train.evaluate(model, load_split(data_dir, "val"), cfg, torch.device(cfg.DEVICE), PAD_ID)[0]
+    return evaluate(model, load_split(data_dir, "val"), cfg, torch.device(cfg.DEVICE), PAD_ID)[0]
 
 
-def find_or_train(cfg: SimpleNamespace, settings: list[str], out_dir: Path, extra: tuple[str, ...] = ()) -> Path:
+def find_or_train(cfg: SimpleNamespace, settings: list[str], out_dir: Path,
+                  extra: tuple[str, ...] = ()) -> Path:
     """The BERT to study: --CHECKPOINT=path if given, else the newest one train.py left in the chapter's
     OUT_DIR, else a new run of train.py (with `extra` settings first, so yours win) into out_dir/bert."""
-    if cfg.CHECKPOINT != "latest" or any(Path(cfg.OUT_DIR).glob(f"{train.PREFIX}_iter*.pt")):
-        return ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), train.PREFIX)
+    if cfg.CHECKPOINT != "latest" or any(Path(cfg.OUT_DIR).glob(f"{PREFIX}_iter*.pt")):
+        return ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)
     print(f"no checkpoint in {cfg.OUT_DIR} yet: training one first, into {out_dir / 'bert'}")
-    return Path(train.main([*extra, *settings, f"--OUT_DIR={out_dir / 'bert'}"])["checkpoint"])
+    return Path(run_train([*extra, *settings], out_dir / "bert")["checkpoint"])

@@ -30,8 +30,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from common.metrics import read_metrics
-from phase1_foundation.project3_contextual_embeddings import train
-from phase1_foundation.project3_contextual_embeddings.exercises import evaluate_run, parse_args
+from phase1_foundation.project3_contextual_embeddings.exercises import evaluate_run, parse_args, run_train
 
 MLM_PROBS = (0.15, 0.5)  # PAPER: BERT §3.1's rate, and the exercise's
 
@@ -64,10 +63,11 @@ def main(argv: list[str] | None = None) -> dict:
     results = {}
     for prob in MLM_PROBS:
         run_dir = out_dir / f"mlm_prob_{prob}"
-        summary = train.main([*settings, f"--MLM_PROB={prob}", f"--OUT_DIR={run_dir}"])
+        summary = run_train([*settings, f"--MLM_PROB={prob}"], run_dir)
         train_losses = [r["train_mlm_loss"] for r in read_metrics(run_dir / "metrics.jsonl")]
         at_15 = evaluate_run(summary["checkpoint"], MLM_PROB=0.15)  # the same pairs and masks for both runs
-        results[prob] = {"val_mlm_loss": summary["val_mlm_loss"], "val_mlm_accuracy": summary["val_mlm_accuracy"],
+        results[prob] = {"val_mlm_loss": summary["val_mlm_loss"],
+                         "val_mlm_accuracy": summary["val_mlm_accuracy"],
                          "val_mlm_loss_at_15": at_15["val_mlm_loss"],
                          "val_mlm_accuracy_at_15": at_15["val_mlm_accuracy"],
                          "train_mlm_loss": float(np.mean(train_losses[-10:])), "noise": noise(train_losses)}
@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{f'MLM_PROB={prob}':<16}{r['train_mlm_loss']:>11.3f}{r['noise']:>11.3f}"
               f"{r['val_mlm_loss']:>19.3f} / {r['val_mlm_accuracy']:>5.1%}"
               f"{r['val_mlm_loss_at_15']:>14.3f} / {r['val_mlm_accuracy_at_15']:>5.1%}")
-    print("(MLM loss in nats per target; train: the last 10 steps; step noise: std of step-to-step changes of "
-          "the train loss, second half)")
+    print("(MLM loss in nats per target; train: the last 10 steps; step noise: std of step-to-step changes "
+          "of the train loss, second half)")
     print(f"loss curves: {png}")
     return {**results, "plot": str(png)}
 

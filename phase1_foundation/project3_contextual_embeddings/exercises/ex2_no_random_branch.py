@@ -2,7 +2,7 @@
 
 Of the 15% of tokens chosen for prediction, BERT (§3.1) replaces 80% by [MASK], 10% by a random token and
 leaves 10% unchanged. Train the same BERT with that and with no random branch: 90% [MASK], 0% random, 10%
-unchanged (the draft's "90/10/0" lists [MASK] / unchanged / random), and compare the MLM loss. Then look at
+unchanged ("90/10/0", listed as [MASK] / unchanged / random), and compare the MLM loss. Then look at
 where the difference is: score both final models on the same validation pairs masked the paper's way, and
 split the targets by what the model saw there: [MASK], a random token, or the original token itself.
 
@@ -20,7 +20,7 @@ before trusting it. That is the point of the branch (BERT §3.1, Appendix A.1): 
 which tokens it will be asked about or which were replaced, so it must keep a representation of every
 token that reflects its context, and that is what a fine-tuned BERT, which never sees [MASK], reads.
 Appendix C.2 of the paper compares these mixtures on downstream tasks.
-"""
+"""  # noqa: E501 (a usage command longer than a line, kept whole so it can be copied)
 
 from collections import Counter
 from types import SimpleNamespace
@@ -28,10 +28,9 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from phase1_foundation.project3_contextual_embeddings import train
 from phase1_foundation.project3_contextual_embeddings.download_data import MASK_ID, load_split
-from phase1_foundation.project3_contextual_embeddings.exercises import load_run, parse_args
-from phase1_foundation.project3_contextual_embeddings.pretraining_data import IGNORE
+from phase1_foundation.project3_contextual_embeddings.exercises import load_run, parse_args, run_train
+from phase1_foundation.project3_contextual_embeddings.pretraining_data import IGNORE, pair_batches
 
 VARIANTS = {  # name: (label, settings)
     "paper": ("80/10/10 (BERT)", ["--MASK_TOKEN_SHARE=0.8", "--RANDOM_TOKEN_SHARE=0.1"]),
@@ -46,7 +45,7 @@ def by_branch(checkpoint: str) -> dict:
     model, cfg, data_dir = load_run(checkpoint)
     cfg = SimpleNamespace(**{**vars(cfg), "MASK_TOKEN_SHARE": 0.8, "RANDOM_TOKEN_SHARE": 0.1})  # the paper's
     device = torch.device(cfg.DEVICE)
-    batches = train.pair_batches(load_split(data_dir, "val"), cfg, model.config.vocab_size, device, cfg.SEED + 1)
+    batches = pair_batches(load_split(data_dir, "val"), cfg, model.config.vocab_size, device, cfg.SEED + 1)
     counts = {branch: Counter() for branch in BRANCHES}
     for _ in range(cfg.EVAL_ITERS):
         batch = batches.next()
@@ -56,20 +55,23 @@ def by_branch(checkpoint: str) -> dict:
         guess = logits.argmax(-1)  # (N,)
         loss = F.cross_entropy(logits.float(), target, reduction="none")  # (N,)
         # A random draw that happens to be the original token (1 in V) is an unchanged token to the model.
-        where = {"mask": shown == MASK_ID, "random": (shown != MASK_ID) & (shown != target), "kept": shown == target}
+        where = {"mask": shown == MASK_ID, "random": (shown != MASK_ID) & (shown != target),
+                 "kept": shown == target}
         for branch, at in where.items():
             counts[branch].update(n=at.sum().item(), correct=(guess == target)[at].sum().item(),
                                   copied=(guess == shown)[at].sum().item(), loss=loss[at].sum().item())
-    return {branch: {"targets": c["n"], "accuracy": c["correct"] / max(c["n"], 1), "loss": c["loss"] / max(c["n"], 1),
-                     "copies": c["copied"] / max(c["n"], 1)} for branch, c in counts.items()}
+    return {branch: {"targets": c["n"], "accuracy": c["correct"] / max(c["n"], 1),
+                     "loss": c["loss"] / max(c["n"], 1), "copies": c["copied"] / max(c["n"], 1)}
+            for branch, c in counts.items()}
 
 
 def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex2_no_random_branch")
     results = {}
     for name, (_, variant) in VARIANTS.items():
-        summary = train.main([*settings, *variant, f"--OUT_DIR={out_dir / name}"])
-        results[name] = {"val_mlm_loss": summary["val_mlm_loss"], "val_mlm_accuracy": summary["val_mlm_accuracy"],
+        summary = run_train([*settings, *variant], out_dir / name)
+        results[name] = {"val_mlm_loss": summary["val_mlm_loss"],
+                         "val_mlm_accuracy": summary["val_mlm_accuracy"],
                          **by_branch(summary["checkpoint"])}
 
     print("\nvalidation MLM loss with each run's own masking:")
@@ -82,7 +84,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{'':<18}" + f"{'loss':>12}{'acc':>6}{'copies':>8}" * len(BRANCHES))
     for name, (label, _) in VARIANTS.items():
         cells = [results[name][b] for b in BRANCHES]
-        print(f"{label:<18}" + "".join(f"{c['loss']:>12.3f}{c['accuracy']:>6.0%}{c['copies']:>8.0%}" for c in cells))
+        print(f"{label:<18}"
+              + "".join(f"{c['loss']:>12.3f}{c['accuracy']:>6.0%}{c['copies']:>8.0%}" for c in cells))
     print("targets: " + ", ".join(f"{b} {results['paper'][b]['targets']:,}" for b in BRANCHES))
     return results
 

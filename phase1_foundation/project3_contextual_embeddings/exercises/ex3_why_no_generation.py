@@ -31,14 +31,13 @@ frequent token over and over ("the the the ..."), or punctuation. The blank at t
 where the model has only half the context it was trained with, and each fill is one token's best guess
 rather than a sample from a distribution over whole continuations. BERT is an encoder, good for representing
 a given text; writing text takes the causal mask, or, as in T5 and BART, a separate decoder that has one.
-"""
+"""  # noqa: E501 (a usage command longer than a line, kept whole so it can be copied)
 
 import math
 
 import torch
 
 from common.config import load_config
-from common.tokenizers import load_tokenizer
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import MASK_ID, SEP_ID, SPECIAL_TOKENS
 from phase1_foundation.project3_contextual_embeddings.embed import encode_text
@@ -49,6 +48,7 @@ from phase1_foundation.project3_contextual_embeddings.exercises import (
 )
 from phase1_foundation.project3_contextual_embeddings.model import BERT
 from phase1_foundation.project3_contextual_embeddings.pretraining_data import N_SPECIAL
+from phase1_foundation.project3_contextual_embeddings.tokenizer import load_tokenizer
 
 NEW_TOKENS = 20  # blanks appended and filled one at a time
 
@@ -73,8 +73,8 @@ def fill_left_to_right(model: BERT, ids: list[int], new_tokens: int) -> list[int
     device = next(model.parameters()).device
     ids, new = ids[:-1], []  # drop the [SEP]; it is put back after each blank
     for _ in range(new_tokens):
-        x = torch.tensor([[*ids, MASK_ID, SEP_ID][-model.config.block_size :]], device=device)  # (1, T), at most
-        # block_size: past that the oldest tokens drop off
+        # (1, T), at most block_size: past that the oldest tokens drop off
+        x = torch.tensor([[*ids, MASK_ID, SEP_ID][-model.config.block_size :]], device=device)
         logits = model(x)[0][0, -2]  # (V,): the blank, just before [SEP]
         logits[:N_SPECIAL] = float("-inf")  # never a special token ([PAD], [UNK], [CLS], [SEP], [MASK])
         new.append(int(logits.argmax()))
@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"\nlargest change of each position's MLM logits (rows) when one token (columns) becomes [MASK]:\n"
           f"{cfg.TEXT}\n{'':>10}" + "".join(f"{n[:6]:>7}" for n in names))
     for t, row in enumerate(change):
-        print(f"{names[t][:10]:>10}" + "".join(f"{'-':>7}" if math.isnan(v) else f"{v:>7.2f}" for v in row.tolist()))
+        print(f"{names[t][:10]:>10}"
+              + "".join(f"{'-':>7}" if math.isnan(v) else f"{v:>7.2f}" for v in row.tolist()))
     print(f"above the diagonal (a LATER token changed): smallest {change[later].min():.1e}, "
           f"mean {change[later].mean():.1e}; a causal model gives exactly 0 there")
 

@@ -25,21 +25,22 @@ in the first.
 """
 
 from common.metrics import read_metrics
-from phase1_foundation.project3_contextual_embeddings import train
-from phase1_foundation.project3_contextual_embeddings.exercises import evaluate_run, parse_args
+from phase1_foundation.project3_contextual_embeddings.exercises import evaluate_run, parse_args, run_train
 
-VARIANTS = {"nsp": ("MLM + NSP (BERT)", "--USE_NSP=true"), "mlm_only": ("MLM only (RoBERTa)", "--USE_NSP=false")}
+VARIANTS = {"nsp": ("MLM + NSP (BERT)", "--USE_NSP=true"),
+            "mlm_only": ("MLM only (RoBERTa)", "--USE_NSP=false")}
 
 
 def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex4_no_nsp")
     results, curves = {}, {}
     for name, (_, variant) in VARIANTS.items():
-        summary = train.main([*settings, variant, f"--OUT_DIR={out_dir / name}"])
+        summary = run_train([*settings, variant], out_dir / name)
         records = read_metrics(out_dir / name / "metrics.jsonl")
         curves[name] = {r["step"]: r["val_mlm_accuracy"] for r in records if "val_mlm_accuracy" in r}
         contiguous = evaluate_run(summary["checkpoint"], USE_NSP=False)  # the same pairs and masks for both
-        results[name] = {"val_mlm_accuracy": summary["val_mlm_accuracy"], "val_mlm_loss": summary["val_mlm_loss"],
+        results[name] = {"val_mlm_accuracy": summary["val_mlm_accuracy"],
+                         "val_mlm_loss": summary["val_mlm_loss"],
                          "contiguous_mlm_accuracy": contiguous["val_mlm_accuracy"],
                          "contiguous_mlm_loss": contiguous["val_mlm_loss"],
                          "val_nsp_accuracy": summary.get("val_nsp_accuracy"),
@@ -52,9 +53,10 @@ def main(argv: list[str] | None = None) -> dict:
     print("\nat the end, on the same contiguous validation pairs and masks:")
     for name, (label, _) in VARIANTS.items():
         r = results[name]
-        print(f"  {label:<20} MLM accuracy {r['contiguous_mlm_accuracy']:.1%}, loss {r['contiguous_mlm_loss']:.3f}")
-    print(f"NSP accuracy of the NSP run: {results['nsp']['val_nsp_accuracy']:.1%} (chance 50%, standard error "
-          f"{results['nsp']['val_nsp_standard_error']:.1%})")
+        print(f"  {label:<20} MLM accuracy {r['contiguous_mlm_accuracy']:.1%}, "
+              f"loss {r['contiguous_mlm_loss']:.3f}")
+    print(f"NSP accuracy of the NSP run: {results['nsp']['val_nsp_accuracy']:.1%} (chance 50%, "
+          f"standard error {results['nsp']['val_nsp_standard_error']:.1%})")
     return {**results, "curves": curves}
 
 

@@ -19,12 +19,12 @@ answers the top predictions move too. Each [PAD] is a key like any other: it has
 position embedding), so the softmax gives it a share of every real token's attention, taken from the real
 tokens. Unmasked, the same sentence would mean something different depending on the longest sentence it
 happened to be batched with.
-"""
+"""  # noqa: E501 (a usage command longer than a line, kept whole so it can be copied)
 
 import torch
 
 from common.config import load_config
-from common.tokenizers import load_tokenizer
+from common.tokenizers import Tokenizer
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import MASK_ID, PAD_ID
 from phase1_foundation.project3_contextual_embeddings.embed import encode_text
@@ -34,6 +34,7 @@ from phase1_foundation.project3_contextual_embeddings.exercises import (
     parse_args,
 )
 from phase1_foundation.project3_contextual_embeddings.model import BERT
+from phase1_foundation.project3_contextual_embeddings.tokenizer import load_tokenizer
 
 PADS = (1, 8, 32, 96)  # [PAD] tokens appended (as many as fit in BLOCK_SIZE)
 TOP_K = 3  # predictions shown for the first [MASK]
@@ -49,7 +50,7 @@ def padded_logits(model: BERT, ids: list[int], pads: int, use_mask: bool) -> tor
     return logits[0, : len(ids)].float().cpu()  # (T, V)
 
 
-def top_tokens(tokenizer, logits: torch.Tensor) -> str:
+def top_tokens(tokenizer: Tokenizer, logits: torch.Tensor) -> str:
     """The TOP_K most probable tokens for one position (logits (V,)) and their probabilities, as text."""
     probs, top = logits.softmax(-1).topk(TOP_K)  # (TOP_K,) each
     return ", ".join(f"{tokenizer.decode([t]).strip() or repr(tokenizer.decode([t]))} {p:.0%}"
@@ -76,8 +77,8 @@ def main(argv: list[str] | None = None) -> dict:
         top[p] = top_tokens(tokenizer, logits[blank])
 
     word = "[MASK]" if ids[blank] == MASK_ID else tokenizer.decode([ids[blank]]).strip()
-    print(f"\n{cfg.TEXT}\nlargest |difference| of the real positions' MLM logits from the unpadded sentence's; "
-          f"top predictions for {word} (position {blank}) without the mask:")
+    print(f"\n{cfg.TEXT}\nlargest |difference| of the real positions' MLM logits from the unpadded "
+          f"sentence's; top predictions for {word} (position {blank}) without the mask:")
     print(f"{'[PAD] tokens':>12}{'with the mask':>15}{'without':>10}   top predictions")
     print(f"{0:>12}{'':>15}{'':>10}   {top[0]}")
     for p, a, b in zip(pads, with_mask, without_mask, strict=True):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from common.corpora import open_corpus
-from common.tokenizers import load_tokenizer
+from common.sentences import document_sentences
 from common.tokens import read_meta
 from phase1_foundation.project3_contextual_embeddings import download_data
 from phase1_foundation.project3_contextual_embeddings.download_data import (
@@ -23,15 +23,17 @@ from phase1_foundation.project3_contextual_embeddings.download_data import (
     load_split,
 )
 from phase1_foundation.project3_contextual_embeddings.pretraining_data import (
+    IGNORE,
     PairBatches,
     mask_tokens,
     truncated_lengths,
 )
+from phase1_foundation.project3_contextual_embeddings.tokenizer import load_tokenizer
 
 CPU = torch.device("cpu")
 MASKING = dict(mlm_prob=0.15, mask_share=0.8, random_share=0.1)
 
-# --- download_data.py -----------------------------------------------------------------------------------------
+# --- download_data.py ---------------------------------------------------------------------------------------
 
 
 def test_prepare_writes_tokenizer_sentences_and_documents(tiny, monkeypatch):
@@ -49,7 +51,7 @@ def test_prepare_writes_tokenizer_sentences_and_documents(tiny, monkeypatch):
 
     # Every sentence of every document, decoded from the files, is the corpus's sentence, in order.
     documents_text = open_corpus(meta["corpus_path"]).iter_documents()
-    corpus = [download_data.document_sentences(text) for text in documents_text]
+    corpus = [document_sentences(text) for text in documents_text]
     for split in ("train", "val"):
         tokens, sentences, documents = load_split(folder, split)
         assert tokens.dtype == np.uint16 and sentences.dtype == documents.dtype == np.int64
@@ -97,7 +99,7 @@ def test_a_corpus_that_leaves_a_split_empty_is_one_line(tmp_path):
     assert not list(tmp_path.iterdir())  # no half-written files
 
 
-def test_size_flag_as_the_draft_writes_it(monkeypatch):
+def test_size_flag_as_the_readme_writes_it(monkeypatch):
     monkeypatch.setattr(download_data, "prepare", lambda cfg: cfg)
     assert download_data.main(["--DEVICE=cpu"]).SIZE == "small"
     assert download_data.main(["--size", "large", "--DEVICE=cpu"]).SIZE == "large"
@@ -123,7 +125,7 @@ def test_corpus_follows_size_online_and_says_so_offline(monkeypatch, capsys):
         download_data.corpus_name(cfg("medium"))
 
 
-# --- mask_tokens ----------------------------------------------------------------------------------------------
+# --- mask_tokens --------------------------------------------------------------------------------------------
 
 
 def padded_pairs(generator, B=64, T=128, vocab_size=1000):
@@ -145,7 +147,7 @@ def test_mask_tokens_follows_bert_statistics():
         masked, labels = mask_tokens(ids, vocab_size=1000, generator=generator, **MASKING)
         assert masked.shape == labels.shape == ids.shape and masked.dtype == labels.dtype == torch.long
         ordinary = ids >= len(SPECIAL_TOKENS)
-        chosen = labels != -100
+        chosen = labels != IGNORE
         assert not (chosen & ~ordinary).any()  # specials and padding never chosen
         assert torch.equal(labels[chosen], ids[chosen])  # the target is always the original token
         assert torch.equal(masked[~chosen], ids[~chosen])  # nothing else changes
@@ -166,7 +168,7 @@ def test_mask_tokens_follows_bert_statistics():
 def test_mask_tokens_picks_at_least_one_and_skips_rows_without_words():
     ids = torch.tensor([[CLS_ID, 7, SEP_ID, 8, SEP_ID, PAD_ID], [CLS_ID, SEP_ID, SEP_ID] + [PAD_ID] * 3])
     masked, labels = mask_tokens(ids, vocab_size=50, generator=torch.Generator().manual_seed(1), **MASKING)
-    assert (labels[0] != -100).sum() == 1 and (labels[1] == -100).all() and torch.equal(masked[1], ids[1])
+    assert (labels[0] != IGNORE).sum() == 1 and (labels[1] == IGNORE).all() and torch.equal(masked[1], ids[1])
 
 
 def test_mask_tokens_is_decided_by_the_generator():
@@ -176,7 +178,7 @@ def test_mask_tokens_is_decided_by_the_generator():
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and not torch.equal(a[1], c[1])
 
 
-# --- PairBatches ----------------------------------------------------------------------------------------------
+# --- PairBatches --------------------------------------------------------------------------------------------
 
 
 def synthetic_split(n_documents=60, seed=0):
@@ -197,7 +199,7 @@ def pair_batches(split, block_size, batch_size=64, seed=0, **kwargs):
 def unpack(batch, split):
     """Each row as (A's token positions, B's token positions, label), checking the layout on the way."""
     _, sentences, documents = split
-    original = torch.where(batch["mlm_labels"] != -100, batch["mlm_labels"], batch["input_ids"])
+    original = torch.where(batch["mlm_labels"] != IGNORE, batch["mlm_labels"], batch["input_ids"])
     pairs = []
     for ids, segments, attention, label in zip(original, batch["segment_ids"], batch["attention_mask"],
                                                batch["nsp_labels"], strict=True):
@@ -322,7 +324,7 @@ def test_pairs_from_the_prepared_corpus(tiny):
                               vocab_size=vocab_size, **MASKING)
         batch = batches.next()
         assert batch["input_ids"].max() < vocab_size and (batch["input_ids"][:, 0] == CLS_ID).all()
-        assert (batch["mlm_labels"] != -100).any(dim=1).all()
+        assert (batch["mlm_labels"] != IGNORE).any(dim=1).all()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -60,7 +60,7 @@ def test_ex2_without_the_random_branch_the_model_trusts_visible_tokens(tiny, tmp
 
 def test_ex3_every_output_reads_later_tokens_and_filling_blanks_runs(tiny, tmp_path, no_chapter_checkpoint):
     results = ex3_why_no_generation.main([*tiny, f"--OUT_DIR={tmp_path}"])
-    assert list((tmp_path / "bert").glob("bert_iter20_*.pt"))  # no model in the chapter's folder: it trained one
+    assert list((tmp_path / "bert").glob("bert_iter20_*.pt"))  # none in the chapter's folder: it trained one
     change = results["dependence"]
     T = len(results["tokens"])
     assert change.shape == (T, T) and results["tokens"][0] == "[CLS]" and "[MASK]" in results["tokens"]
@@ -81,7 +81,9 @@ def test_ex4_runs_with_and_without_nsp_on_the_same_pairs(tiny, tmp_path):
     assert mlm_only["contiguous_mlm_loss"] == pytest.approx(mlm_only["val_mlm_loss"], abs=1e-6)
 
 
-def test_ex5_padding_changes_nothing_with_the_mask_and_everything_without(tiny, tmp_path, no_chapter_checkpoint):
+def test_ex5_padding_changes_nothing_with_the_mask_and_everything_without(
+    tiny, tmp_path, no_chapter_checkpoint
+):
     train_dir = tmp_path / "trained"
     first = ex5_padding_mask.main([*tiny, f"--OUT_DIR={train_dir}"])  # no model yet: trains one
     assert first["pads"] == [1, 8]  # the ones that fit in BLOCK_SIZE=32 with the sentence

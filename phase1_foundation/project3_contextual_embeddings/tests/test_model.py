@@ -1,4 +1,5 @@
-"""BERT model tests: parity with transformers' BertForPreTraining, padding, bidirectionality, the paper's sizes."""
+"""BERT model tests: parity with transformers' BertForPreTraining, padding, bidirectionality,
+the paper's sizes."""
 
 import dataclasses
 import json
@@ -10,11 +11,14 @@ from safetensors.torch import save_file
 from torch import nn
 from torch.nn import functional as F
 
-from phase1_foundation.project3_contextual_embeddings.model import BERT, BertConfig
+from common.checkpoint import save_checkpoint
+from phase1_foundation.project3_contextual_embeddings.model import BERT, KIND, BertConfig
+from phase1_foundation.project3_contextual_embeddings.objectives import pretraining_loss
+from phase1_foundation.project3_contextual_embeddings.pretraining_data import IGNORE
 
 SMALL = BertConfig(vocab_size=101, block_size=16, n_layer=2, n_head=4, n_embd=32, dropout=0.0)
-HF_SMALL = {"vocab_size": 101, "max_position_embeddings": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "hidden_size": 32, "intermediate_size": 128}
+HF_SMALL = {"vocab_size": 101, "max_position_embeddings": 16, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "hidden_size": 32, "intermediate_size": 128}
 PAD_ID = 0
 
 
@@ -51,8 +55,9 @@ def hf_model():
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     model = transformers.BertForPreTraining(transformers.BertConfig(**HF_SMALL)).eval()
-    assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight  # tied, like ours
-    with torch.no_grad():  # randomise biases and LayerNorms too, so a wrong mapping cannot hide behind 0 and 1
+    # tied, like ours
+    assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
+    with torch.no_grad():  # randomise biases and LayerNorms too: a wrong mapping cannot hide behind 0 and 1
         for name, p in model.named_parameters():
             p.normal_(1.0 if name.endswith("LayerNorm.weight") else 0.0, 0.2)
     return model
@@ -69,7 +74,8 @@ def copy_hf_weights(hf, model: BERT) -> BERT:
         "pooler.dense.bias": sd["bert.pooler.dense.bias"],
         "mlm_head.decoder.weight": sd["bert.embeddings.word_embeddings.weight"],
         "mlm_head.decoder.bias": sd["cls.predictions.bias"],
-        "nsp_head.weight": sd["cls.seq_relationship.weight"][[1, 0]],  # transformers' IsNext is row 0, ours row 1
+        # transformers' IsNext is row 0, ours row 1
+        "nsp_head.weight": sd["cls.seq_relationship.weight"][[1, 0]],
         "nsp_head.bias": sd["cls.seq_relationship.bias"][[1, 0]],
     }
     for kind in ("weight", "bias"):
@@ -80,7 +86,8 @@ def copy_hf_weights(hf, model: BERT) -> BERT:
             hf_layer = f"bert.encoder.layer.{i}."
             qkv = [sd[f"{hf_layer}attention.self.{p}.{kind}"] for p in ("query", "key", "value")]
             ours[f"blocks.{i}.attn.c_attn.{kind}"] = torch.cat(qkv)
-            for layer, hf_name in [("attn.c_proj", "attention.output.dense"), ("ln_1", "attention.output.LayerNorm"),
+            for layer, hf_name in [("attn.c_proj", "attention.output.dense"),
+                                   ("ln_1", "attention.output.LayerNorm"),
                                    ("mlp.c_fc", "intermediate.dense"), ("mlp.c_proj", "output.dense"),
                                    ("ln_2", "output.LayerNorm")]:
                 ours[f"blocks.{i}.{layer}.{kind}"] = sd[hf_layer + hf_name + "." + kind]
@@ -108,18 +115,21 @@ def test_logits_match_transformers(hf_model, fast, padded):
 
 
 def test_pretraining_loss_matches_transformers(hf_model):
-    """Our loss: MLM on the gathered positions + NSP with 1 = IsNext. transformers: -100 labels, 0 = IsNext."""
+    """train.py's loss (objectives.py): MLM on the gathered positions + NSP with 1 = IsNext. transformers
+    takes the same labels (IGNORE is its -100 too) with 0 = IsNext."""
     model = copy_hf_weights(hf_model, make())
     ids, segments, mask = pair_batch()
     masked = (torch.rand(ids.shape, generator=torch.Generator().manual_seed(2)) < 0.3) & mask.bool()
     is_next = torch.tensor([1, 0, 1])
+    labels = ids.masked_fill(~masked, IGNORE)
+    batch = dict(input_ids=ids, segment_ids=segments, attention_mask=mask, mlm_labels=labels,
+                 nsp_labels=is_next)
     with torch.no_grad():
-        mlm, nsp = model(ids, segments, mask, masked=masked)
-        loss = F.cross_entropy(mlm, ids[masked]) + F.cross_entropy(nsp, is_next)
-        labels = ids.masked_fill(~masked, -100)
+        loss, counts = pretraining_loss(model, batch, use_nsp=True, most_frequent=0)
         expected = hf_model(input_ids=ids, token_type_ids=segments, attention_mask=mask, labels=labels,
                             next_sentence_label=1 - is_next).loss
     torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
+    assert counts["mlm_count"] == masked.sum() and counts["nsp_count"] == 3
 
 
 def test_from_hf_round_trip_safetensors(hf_model, tmp_path):
@@ -130,9 +140,11 @@ def test_from_hf_round_trip_safetensors(hf_model, tmp_path):
     assert model.mlm_head.decoder.weight is model.embeddings.token.weight
     ids, segments, mask = pair_batch()
     with torch.no_grad():
-        for got, expected in zip(model(ids, segments, mask), hf_outputs(hf_model, ids, segments, mask), strict=True):
+        for got, expected in zip(model(ids, segments, mask), hf_outputs(hf_model, ids, segments, mask),
+                                 strict=True):
             torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(model.state_dict(), copy_hf_weights(hf_model, make()).state_dict(), atol=0, rtol=0)
+    torch.testing.assert_close(model.state_dict(), copy_hf_weights(hf_model, make()).state_dict(),
+                               atol=0, rtol=0)
 
 
 def test_from_hf_pytorch_bin_with_tensorflow_names(hf_model, tmp_path):
@@ -145,8 +157,8 @@ def test_from_hf_pytorch_bin_with_tensorflow_names(hf_model, tmp_path):
     model = BERT.from_hf(tmp_path).eval()
     ids, segments, mask = pair_batch()
     with torch.no_grad():
-        torch.testing.assert_close(model(ids, segments, mask)[0], hf_outputs(hf_model, ids, segments, mask)[0],
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(model(ids, segments, mask)[0],
+                                   hf_outputs(hf_model, ids, segments, mask)[0], atol=1e-5, rtol=1e-5)
 
 
 def write_config(folder, **changes):
@@ -218,7 +230,7 @@ def test_post_ln_layout_pooler_and_tied_decoder():
     names = {name for name, _ in model.named_parameters()}
     assert {"pooler.dense.weight", "nsp_head.weight", "blocks.0.attn.c_attn.bias"} <= names
     ids, segments, mask = pair_batch()
-    with torch.no_grad():  # the pooler is trained state, not rebuilt in forward: the same NSP logits every call
+    with torch.no_grad():  # the pooler is trained state, not rebuilt in forward: same NSP logits every call
         assert torch.equal(model(ids, segments, mask)[1], model(ids, segments, mask)[1])
 
 
@@ -230,7 +242,8 @@ def test_initialisation_gives_uniform_predictions():
     ids = tokens()
     mlm, nsp = model(ids)
     targets = tokens(seed=2)  # unrelated to the inputs
-    assert abs(F.cross_entropy(mlm.flatten(0, 1), targets.flatten()).item() - math.log(SMALL.vocab_size)) < 0.05
+    assert abs(F.cross_entropy(mlm.flatten(0, 1), targets.flatten()).item()
+               - math.log(SMALL.vocab_size)) < 0.05
     assert abs(F.cross_entropy(nsp, torch.tensor([0, 1, 1])).item() - math.log(2)) < 0.05
 
 
@@ -288,7 +301,7 @@ def test_changing_a_later_token_changes_every_earlier_position(fast):
     changed = ids.clone()
     changed[:, -1] = (changed[:, -1] + 1) % SMALL.vocab_size
     with torch.no_grad():
-        before, after = model.encode(ids), model.encode(changed)
+        before, after = model.hidden_states(ids), model.hidden_states(changed)
     assert all(not torch.allclose(before[:, t], after[:, t]) for t in range(ids.size(1)))
 
 
@@ -322,3 +335,18 @@ def test_sequence_longer_than_block_size_is_refused():
     with pytest.raises(ValueError, match="longer than block_size 16"):
         make()(tokens(length=17))
 
+
+
+# ---- our own checkpoints ----------------------------------------------------------------------------------
+
+
+def test_from_checkpoint_rebuilds_the_saved_model_and_refuses_another_chapters(tmp_path):
+    model = make(fast_attention=False)
+    state = {"model": model.state_dict(), "model_config": dataclasses.asdict(model.config), "step": 3}
+    save_checkpoint(tmp_path / "bert_iter3_loss1.0000.pt", {"kind": KIND, **state})
+    loaded, checkpoint = BERT.from_checkpoint("latest", tmp_path)
+    assert loaded.config == model.config and not loaded.training and checkpoint["step"] == 3
+    torch.testing.assert_close(loaded.state_dict(), model.state_dict(), atol=0, rtol=0)
+    save_checkpoint(tmp_path / "other.pt", {"kind": "project1/gpt", **state})
+    with pytest.raises(SystemExit, match="written by project1/gpt, not project3/bert"):
+        BERT.from_checkpoint(tmp_path / "other.pt")

@@ -25,10 +25,11 @@ def test_train_writes_checkpoints_curves_and_summary(tiny, tmp_path, capsys):
     assert [record[0] for record in losses(tmp_path)] == list(range(1, 21))
     out = capsys.readouterr().out
     assert "validation MLM accuracy" in out and "validation NSP accuracy" in out
-    for key in ("val_mlm_accuracy", "val_most_frequent_accuracy", "val_nsp_accuracy", "val_nsp_standard_error"):
+    for key in ("val_mlm_accuracy", "val_most_frequent_accuracy", "val_nsp_accuracy",
+                "val_nsp_standard_error"):
         assert 0 <= summary[key] <= 1
     assert summary["tokens_per_second"] > 0 and summary["wall_seconds"] > 0
-    assert summary["val_mlm_loss"] < math.log(512)  # below a uniform guess over the 512 tokens: it learned something
+    assert summary["val_mlm_loss"] < math.log(512)  # below a uniform guess over 512 tokens: learned something
 
 
 def test_mlm_only_run_has_no_nsp_metrics(tiny, tmp_path):
@@ -37,32 +38,12 @@ def test_mlm_only_run_has_no_nsp_metrics(tiny, tmp_path):
     assert all(record[2] is None for record in losses(tmp_path))
 
 
-class InterruptAt:
-    """Stands in for GracefulInterrupt: reports a Ctrl-C once the loop has finished `step` steps."""
-
-    def __init__(self, step):
-        self.step, self.checks = step, 0
-
-    def __call__(self):
-        return self
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    @property
-    def requested(self):
-        self.checks += 1
-        return self.checks >= self.step
-
-
-def test_ctrl_c_then_resume_continues_the_same_run_bit_for_bit(tiny, tmp_path, monkeypatch, capsys):
+def test_ctrl_c_then_resume_continues_the_same_run_bit_for_bit(tiny, tmp_path, monkeypatch, capsys,
+                                                                interrupt_at):
     uninterrupted, interrupted = tmp_path / "a", tmp_path / "b"
     train.main([*tiny, f"--OUT_DIR={uninterrupted}"])
 
-    monkeypatch.setattr(train, "GracefulInterrupt", InterruptAt(7))
+    monkeypatch.setattr(train, "GracefulInterrupt", interrupt_at(7))
     with pytest.raises(SystemExit) as stop:
         train.main([*tiny, f"--OUT_DIR={interrupted}"])
     assert stop.value.code == 0 and "--RESUME=latest" in capsys.readouterr().out
