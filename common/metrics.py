@@ -215,6 +215,16 @@ def run_training(module: str, settings: list[str], out_dir: Path) -> dict:
     An exercise compares runs this way: what it measures is the chapter's own command, not a copy of it.
     """
     command = [sys.executable, "-m", module, *settings, f"--OUT_DIR={out_dir}"]
-    if subprocess.run(command).returncode:
+    with subprocess.Popen(command) as process:
+        try:
+            process.wait()
+        except KeyboardInterrupt:  # Ctrl-C reached the run too: it finishes its step and saves; let it
+            process.wait()
+            print(f"interrupted: the run in {out_dir} is saved, and the exercise stops here")
+            sys.exit(0)
+    if process.returncode:
         raise SystemExit(f"error: {module} stopped (its message is above); the command: {' '.join(command)}")
-    return json.loads((Path(out_dir) / "summary.json").read_text(encoding="utf-8"))
+    summary = Path(out_dir) / "summary.json"
+    if not summary.is_file():  # stopped early (by a Ctrl-C sent to it alone): saved, but no summary
+        raise SystemExit(f"error: {module} stopped before its end and wrote no {summary}")
+    return json.loads(summary.read_text(encoding="utf-8"))

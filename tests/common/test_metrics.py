@@ -174,6 +174,8 @@ from common.metrics import save_summary
 out_dir = next(a.removeprefix("--OUT_DIR=") for a in sys.argv if a.startswith("--OUT_DIR="))
 if "--FAIL=true" in sys.argv:
     raise SystemExit("error: unknown setting FAIL")
+if "--STOP=true" in sys.argv:  # as after a Ctrl-C: saved, exit 0, no summary
+    raise SystemExit(0)
 save_summary(out_dir, {"val_loss": 1.5, "argv": sys.argv[1:]})
 """
 
@@ -186,3 +188,5 @@ def test_run_training_runs_the_script_as_a_program_and_returns_its_summary(tmp_p
     with pytest.raises(SystemExit, match="fake_train stopped .*--FAIL=true") as exit_info:
         run_training("fake_train", ["--FAIL=true"], tmp_path / "run")
     assert "\n" not in str(exit_info.value.code)
+    with pytest.raises(SystemExit, match="fake_train stopped before its end and wrote no .*summary.json"):
+        run_training("fake_train", ["--STOP=true"], tmp_path / "stopped")
