@@ -36,7 +36,7 @@ def _merge_pair(symbols: list[str], pair: tuple[str, str]) -> list[str]:
 class GPT1BPETokenizer:
     """GPT-1's 40,478-token BPE vocabulary, read from a transformers-layout folder (vocab.json, merges.txt).
 
-    The text is normalised and split into words by the basic tokenizer above. Each word then starts as
+    The text is normalised and split into words by BERT's basic tokenizer. Each word then starts as
     characters, the last one marked as ending a word ("o</w>"), and the learned merges are applied, lowest
     rank (learned earliest) first. The word-end marks are what decode() turns back into spaces, so decoding
     gives normalised text: "Hello, World!" -> "hello , world !". Characters outside the vocabulary become

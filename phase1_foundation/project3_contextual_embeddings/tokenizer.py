@@ -23,7 +23,7 @@ from common.tokenizers import load_tokenizer as load_trained_tokenizer
 class WordPieceTokenizer:
     """BERT's WordPiece vocabulary, read from vocab.txt: one token a line, its id the line number.
 
-    The basic tokenizer above gives the words. Each word is then cut greedily into the longest vocabulary
+    BERT's basic tokenizer gives the words. Each word is then cut greedily into the longest vocabulary
     entries from the left; a piece that continues a word is written with "##" ("unaffable" -> un ##aff
     ##able). A word that cannot be cut, or is longer than 100 characters, becomes "[UNK]" as a whole.
     decode() joins the tokens with spaces and glues the "##" pieces back on, so it returns normalised text:
