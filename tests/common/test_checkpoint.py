@@ -250,7 +250,7 @@ def test_a_fresh_run_sets_the_previous_one_aside(tmp_path):
     assert set_aside_previous_run(tmp_path, "gpt") == tmp_path / "previous" / "2"
 
 
-# --- a training run's state: save_training_state and resume -------------------------------------------------
+# --- a training run's state: TrainingRun.save and TrainingRun.resume ----------------------------------------
 
 
 @dataclasses.dataclass
