@@ -1,11 +1,24 @@
-"""finetune.py's pieces: the §3.3 input transformation and the auxiliary language-modelling loss."""
+"""finetune.py's pieces: the §3.3 input transformation, the auxiliary language-modelling loss, and the
+shared-rare-words baseline."""
 
+import math
+
+import pytest
 import torch
 import torch.nn.functional as F
 
 from common.tokenizers import CharTokenizer
 from phase1_foundation.project1_gpt.download_data import SPECIAL_TOKENS, Question
-from phase1_foundation.project1_gpt.finetune import MultipleChoiceGPT, encode, lm_loss, trim
+from phase1_foundation.project1_gpt.finetune import (
+    MultipleChoiceGPT,
+    encode,
+    lm_loss,
+    rarity,
+    trim,
+    word_overlap_accuracy,
+    word_overlap_choice,
+    words,
+)
 from phase1_foundation.project1_gpt.model import GPT, GPTConfig
 
 TOKENIZER = CharTokenizer.train(["abcdefgh xyz."], SPECIAL_TOKENS)
@@ -58,3 +71,42 @@ def test_the_head_reads_each_candidates_extract_state():
         expected = model.head(states[torch.arange(2), extract_at[0]]).view(1, 2)
     torch.testing.assert_close(scores, expected)
     assert logits.shape == (2, ids.size(-1), TOKENIZER.vocab_size)
+
+
+# Four training contexts: "the", "of" and "river" are common, "danube" and "vienna" appear in none.
+TRAIN = [Question(text, ["", ""], 0) for text in (
+    "The mouth of the river.", "The history of the city.", "The river of the north.", "The end of the war.")]
+
+
+def test_words_are_lower_cased_and_counted_once():
+    assert words("The Danube, the river; 1857.") == {"the", "danube", "river", "1857"}
+
+
+def test_rarity_is_the_inverse_document_frequency_over_the_training_contexts():
+    weight = rarity([q.context for q in TRAIN])
+    assert weight("the") == weight("of") == 0.0  # in all 4 contexts: log(5 / 5)
+    assert weight("river") == pytest.approx(math.log(5 / 3))  # in 2 of them
+    assert weight("danube") == weight("vienna") == pytest.approx(math.log(5))  # in none: the rarest
+
+
+def test_the_rule_counts_rare_shared_words_not_shared_words():
+    weight = rarity([q.context for q in TRAIN])
+    context = "The Danube is the river of Vienna."
+    common = "The river of the south."  # shares three words: the, of (in every context), river (in half)
+    rare = "Vienna lies on it."  # shares one word, but one no training context has
+    assert word_overlap_choice(Question(context, [common, rare], 1), weight) == 1
+    assert word_overlap_choice(Question(context, [rare, common], 0), weight) == 0
+
+
+def test_a_tie_goes_to_the_first_candidate():
+    weight = rarity([q.context for q in TRAIN])
+    nothing_shared = Question("The Danube.", ["A cat.", "A dog."], 1)
+    the_same_shared = Question("The Danube.", ["Danube!", "danube?"], 1)
+    assert word_overlap_choice(nothing_shared, weight) == word_overlap_choice(the_same_shared, weight) == 0
+
+
+def test_word_overlap_accuracy_scores_the_rule_on_the_given_questions():
+    questions = [Question("The Danube in Vienna.", ["Vienna again.", "Something else."], 0),
+                 Question("The Danube in Vienna.", ["Something else.", "The Danube again."], 1),
+                 Question("The Danube in Vienna.", ["A cat.", "A dog."], 1)]  # a tie, so the first: wrong
+    assert word_overlap_accuracy(questions, TRAIN) == pytest.approx(2 / 3)
