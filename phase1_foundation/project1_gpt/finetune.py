@@ -197,6 +197,9 @@ def zero_shot_accuracy(gpt: GPT, questions: list[Question], tokenizer: Tokenizer
     return correct / len(questions)
 
 
+SEEN = 300  # training questions scored again after fine-tuning: how well a model fits what it was taught
+
+
 def main(argv: list[str] | None = None) -> dict:
     cfg = load_config(config, argv)
     device = torch.device(cfg.DEVICE)
@@ -220,14 +223,18 @@ def main(argv: list[str] | None = None) -> dict:
         model = MultipleChoiceGPT(gpt, cfg.FT_CLF_DROPOUT).to(device)
         finetune(model, train_data, cfg, device, desc=f"fine-tune ({name})")
         results[name] = accuracy(model, val_data, cfg, device)
-        print(f"fine-tuned from {name}: {results[name]:.1%}")
+        results[f"{name}_seen"] = accuracy(model, tuple(t[:SEEN] for t in train_data), cfg, device)
+        print(f"fine-tuned from {name}: {results[name]:.1%} held out, {results[f'{name}_seen']:.1%} on "
+              f"{min(SEEN, len(train_q))} of its training questions")
 
     se = (0.25 / len(val_q)) ** 0.5  # the largest standard error of an accuracy on this many questions
     print(f"\n{'held-out accuracy':<24}{len(val_q)} questions, standard error <= {se:.1%}")
     for name, label in [("chance", "chance"), ("word_overlap", "shared rare words"),
                         ("zero_shot", "zero-shot (LM only)"),
                         ("scratch", "fine-tuned from scratch"), ("pretrained", "fine-tuned, pre-trained")]:
-        print(f"  {label:<26}{results[name]:.1%}")
+        seen = results.get(f"{name}_seen")
+        fit = "" if seen is None else f"   ({seen:.1%} on training questions)"
+        print(f"  {label:<26}{results[name]:.1%}{fit}")
     path = Path(cfg.OUT_DIR) / "finetune_results.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**results, "questions": len(val_q)}, indent=1), encoding="utf-8")

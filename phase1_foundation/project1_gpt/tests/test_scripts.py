@@ -60,6 +60,7 @@ def test_sample_and_finetune_read_the_newest_checkpoint(tiny, tmp_path):
     assert text.startswith("The history") and len(text) > len("The history")
 
     results = finetune.main([*tiny, f"--OUT_DIR={tmp_path}"])
-    assert set(results) == {"chance", "word_overlap", "zero_shot", "pretrained", "scratch"}
+    assert set(results) == {"chance", "word_overlap", "zero_shot", "pretrained", "scratch", "pretrained_seen",
+                            "scratch_seen"}
     assert all(0 <= value <= 1 for value in results.values()) and results["chance"] == 0.5
     assert json.loads((tmp_path / "finetune_results.json").read_text())["questions"] == 8
