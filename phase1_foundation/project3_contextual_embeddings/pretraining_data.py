@@ -69,6 +69,22 @@ def mask_tokens(
     return masked.to(input_ids.device), labels.to(input_ids.device)
 
 
+KINDS = ("mask", "random", "unchanged")  # what the model sees at a chosen position, in mask_tokens' order
+
+
+def chosen_targets(batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    """The chosen positions of a batch: where they are (B, T) bool, their targets (N,), and what the model saw
+    there (N,), as an index into KINDS: 0 [MASK], 1 a random token, 2 the token itself.
+
+    A random replacement that happens to draw the original token counts as unchanged: what matters for the
+    model is whether the answer is visible.
+    """
+    chosen = batch["mlm_labels"] != IGNORE  # (B, T)
+    targets, seen = batch["mlm_labels"][chosen], batch["input_ids"][chosen]  # (N,), (N,)
+    kind = torch.where(seen == MASK_ID, 0, torch.where(seen == targets, 2, 1))  # (N,)
+    return chosen, targets, kind
+
+
 def truncated_lengths(len_a: np.ndarray, len_b: np.ndarray, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
     """The lengths BERT's truncate_seq_pair leaves: it removes one token at a time from the longer segment
     (from B on a tie) until the pair fits in max_tokens. Worked out in closed form, for a batch at once.
@@ -184,14 +200,21 @@ class PairBatches:
         B, T = self.batch_size, self.block_size
         a, b, nsp = self._draw_pairs()
         self._truncate(a, b)
-        ids = torch.full((B, T), PAD_ID, dtype=torch.long)  # (B, T)
-        segments = torch.zeros(B, T, dtype=torch.long)  # (B, T)
-        attention = torch.zeros(B, T, dtype=torch.long)  # (B, T)
-        for row, ((a0, a1), (b0, b1)) in enumerate(zip(a, b, strict=True)):
-            pair = np.concatenate([[CLS_ID], self.tokens[a0:a1], [SEP_ID], self.tokens[b0:b1], [SEP_ID]])
-            ids[row, : len(pair)] = torch.from_numpy(pair.astype(np.int64))
-            segments[row, a1 - a0 + 2 : len(pair)] = 1  # PAPER: §3 Fig. 2, E_B for B and its closing [SEP]
-            attention[row, : len(pair)] = 1
+        len_a, len_b = a[:, 1:] - a[:, :1], b[:, 1:] - b[:, :1]  # (B, 1)
+        # Each position's place in [CLS] A [SEP] B [SEP] [PAD]..., worked out for the whole batch at once.
+        position = np.arange(T)[None, :]  # (1, T)
+        in_a = (position >= 1) & (position <= len_a)  # (B, T)
+        in_b = (position >= len_a + 2) & (position < len_a + len_b + 2)  # (B, T)
+        real = position < len_a + len_b + 3  # (B, T): everything but padding
+        source = np.where(in_a, a[:, :1] + position - 1, b[:, :1] + position - len_a - 2)  # (B, T)
+        ids = np.where(in_a | in_b, self.tokens[np.where(in_a | in_b, source, 0)], PAD_ID)  # (B, T)
+        ids[:, 0] = CLS_ID
+        ids[np.arange(B), len_a[:, 0] + 1] = SEP_ID  # closes A
+        ids[np.arange(B), len_a[:, 0] + len_b[:, 0] + 2] = SEP_ID  # closes B
+        ids = torch.from_numpy(ids.astype(np.int64))
+        # PAPER: BERT §3 Fig. 2, segment embedding E_B for B and its closing [SEP], E_A before them
+        segments = torch.from_numpy((real & (position >= len_a + 2)).astype(np.int64))
+        attention = torch.from_numpy(real.astype(np.int64))
         input_ids, mlm_labels = mask_tokens(ids, generator=self.generator, **self.masking)
         batch = dict(input_ids=input_ids, segment_ids=segments, attention_mask=attention,
                      mlm_labels=mlm_labels, nsp_labels=torch.from_numpy(nsp))
