@@ -1,16 +1,20 @@
-"""What a training run reports: a JSONL log of losses, a loss plot, MFU, a progress bar, a NaN guard, and the
-summary.json it ends with, which the exercises read after running train.py as a program."""
+"""What a training run reports: a JSONL log of losses, a loss plot, MFU, the device's measured matmul rate, a
+progress bar, a NaN guard, and the summary.json it ends with, which the exercises read after running train.py
+as a program."""
 
 import json
 import math
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
+
+from common.device import autocast_dtype
 
 
 class MetricsLog:
@@ -56,9 +60,11 @@ def read_metrics(path: Path) -> list[dict]:
     return records
 
 
-def plot_losses(metrics_path: Path, png_path: Path, title: str, panels: Sequence[str] = ("loss",)) -> Path:
+def plot_losses(metrics_path: Path, png_path: Path, title: str, panels: Sequence[str] = ("loss",),
+                references: dict[str, dict[str, float]] | None = None) -> Path:
     """Plot train and val curves against step into a PNG: one panel per name in `panels`, drawing the
     `train_<name>` and `val_<name>` fields of the log (a model with two losses, like BERT's, gets two panels).
+    `references` adds dashed horizontal lines to a panel, {panel: {label: loss}}: the baselines to beat.
 
     Validation runs every few hundred steps, so its points are sparser than the training ones; each
     series is plotted from the lines that have it. We draw on a bare matplotlib Figure, which renders
@@ -78,6 +84,9 @@ def plot_losses(metrics_path: Path, png_path: Path, title: str, panels: Sequence
             if points:
                 steps, values = zip(*points, strict=True)
                 ax.plot(steps, values, style, label=split)
+        for (label, value), color in zip((references or {}).get(name, {}).items(), ("C2", "C3", "C4"),
+                                         strict=False):
+            ax.axhline(value, color=color, linestyle="--", label=f"{label} ({value:.3f})")
         ax.set(xlabel="step", ylabel=f"{name.replace('_', ' ')} (nats)", title=title)
         ax.grid(alpha=0.3)
         ax.legend()
@@ -171,6 +180,22 @@ def mfu(flops_per_token: float, tokens_per_second: float, device) -> float | Non
     if peak is None:
         return None
     return flops_per_token * tokens_per_second / peak
+
+
+def matmul_flops(device: torch.device, size: int = 1024, repeats: int = 20) -> float:
+    """FLOP/s of `device` on square matmuls just now, in the precision training uses (bf16 or fp16 on CUDA,
+    fp32 elsewhere): printed beside a run's tokens/s, it tells a slow or busy machine from a slow program."""
+    device = torch.device(device)
+    dtype = autocast_dtype(device) or torch.float32
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
+    synchronize = {"cuda": torch.cuda.synchronize, "mps": torch.mps.synchronize}.get(device.type, lambda: None)
+    a @ b  # the first call pays for setup
+    synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    synchronize()
+    return 2 * size**3 * repeats / (time.perf_counter() - start)
 
 
 def progress(total: int, initial: int = 0, desc: str = "train") -> tqdm:

@@ -20,32 +20,30 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import torch
 
 from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
 from common.interrupt import GracefulInterrupt
-from common.metrics import MetricsLog, check_finite, plot_losses, progress, save_summary
+from common.metrics import MetricsLog, check_finite, matmul_flops, plot_losses, progress, save_summary
 from common.optim import adamw, set_lr, warmup_linear
 from common.tokens import read_meta
 from phase1_foundation.project3_contextual_embeddings import config
-from phase1_foundation.project3_contextual_embeddings.download_data import SPECIAL_TOKENS, load_split, prepare
+from phase1_foundation.project3_contextual_embeddings.baselines import Baselines
+from phase1_foundation.project3_contextual_embeddings.download_data import load_split, prepare
 from phase1_foundation.project3_contextual_embeddings.model import BERT, KIND, PREFIX, BertConfig
-from phase1_foundation.project3_contextual_embeddings.objectives import evaluate, metrics, pretraining_loss
+from phase1_foundation.project3_contextual_embeddings.objectives import (
+    evaluate,
+    metrics,
+    pretraining_loss,
+    validation_batches,
+)
 from phase1_foundation.project3_contextual_embeddings.pretraining_data import pair_batches
 from phase1_foundation.project3_contextual_embeddings.tokenizer import load_tokenizer
 
 SHAPE_KEYS = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")  # what a resume must match
 SCRIPT = "phase1_foundation/project3_contextual_embeddings/train.py"
-
-
-def most_frequent_token(tokens: np.ndarray, vocab_size: int) -> int:
-    """The token a model ignoring the input would always guess: the commonest ordinary token of training."""
-    counts = np.bincount(np.asarray(tokens), minlength=vocab_size)
-    counts[: len(SPECIAL_TOKENS)] = 0  # never a target
-    return int(counts.argmax())
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -60,10 +58,12 @@ def main(argv: list[str] | None = None) -> dict:
     data_dir = prepare(cfg)
     tokenizer = load_tokenizer(data_dir)
     train_split, val_split = load_split(data_dir, "train"), load_split(data_dir, "val")
-    most_frequent = most_frequent_token(train_split[0], tokenizer.vocab_size)
     print(f"tokenizer: {tokenizer.vocab_size:,} tokens; data: {len(train_split[0]):,} train / "
           f"{len(val_split[0]):,} val tokens in {len(train_split[1]) - 1:,} / "
           f"{len(val_split[1]) - 1:,} sentences")
+    # The validation pairs and masks, drawn once: every validation pass and every baseline scores these.
+    val_batches = validation_batches(val_split, cfg, tokenizer.vocab_size, device)
+    baselines = metrics(Baselines(train_split, tokenizer.vocab_size).measure(val_batches), "val")
 
     # --- model and optimizer -------------------------------------------------------------------------------
     model = BERT(BertConfig(vocab_size=tokenizer.vocab_size, block_size=cfg.BLOCK_SIZE, n_layer=cfg.N_LAYER,
@@ -95,9 +95,9 @@ def main(argv: list[str] | None = None) -> dict:
                 # (B, T) input_ids, segment_ids, attention_mask, mlm_labels; (B,) nsp_labels
                 batch = batches.next()
                 with autocast(device):
-                    loss, batch_counts = pretraining_loss(model, batch, cfg.USE_NSP, most_frequent)
+                    loss, batch_counts = pretraining_loss(model, batch, cfg.USE_NSP)
                 scaler.scale(loss / cfg.GRAD_ACCUM_STEPS).backward()
-                counts += batch_counts
+                counts.update(batch_counts)  # not +=, which drops the counts that are 0
             scaler.unscale_(optimizer)  # so that clipping sees the true gradients (fp16 scales them)
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
             scaler.step(optimizer)
@@ -106,18 +106,19 @@ def main(argv: list[str] | None = None) -> dict:
             step += 1
             tokens_seen += counts["tokens"]  # real tokens, not padding
 
-            record = {"step": step, "lr": lr, **metrics(counts, "train"),
-                      "tokens_per_second": counts["tokens"] / (time.perf_counter() - step_start)}
+            seconds = time.perf_counter() - step_start
+            record = {"step": step, "lr": lr, **metrics(counts, "train"), "step_seconds": seconds,
+                      "tokens_per_second": counts["tokens"] / seconds}
             train_loss = record["train_loss"] = record["train_mlm_loss"] + record.get("train_nsp_loss", 0.0)
             check_finite(train_loss, step, last_path)
             if step % cfg.EVAL_INTERVAL == 0 or step == cfg.MAX_ITERS:
-                val, val_counts = evaluate(model, val_split, cfg, device, most_frequent)
+                val, val_counts = evaluate(model, val_batches, cfg.USE_NSP)
                 record.update(val, val_loss=val["val_mlm_loss"] + val.get("val_nsp_loss", 0.0))
                 last_path = run.save(step, record["val_loss"])
             log.log(**record)
-            bar.set_postfix(mlm=f"{record['train_mlm_loss']:.3f}",
+            bar.set_postfix(mask=f"{record['train_mask_loss']:.3f}",
                             nsp=f"{record.get('train_nsp_loss', 0):.3f}",
-                            val_mlm_acc=f"{val.get('val_mlm_accuracy', float('nan')):.1%}",
+                            val_mask_acc=f"{val.get('val_mask_accuracy', float('nan')):.1%}",
                             tok_s=f"{record['tokens_per_second']:,.0f}")
             bar.update()
             if interrupt.requested and step < cfg.MAX_ITERS:
@@ -126,33 +127,46 @@ def main(argv: list[str] | None = None) -> dict:
                 interrupt.exit_saved(saved, SCRIPT)
     bar.close()
     wall = time.perf_counter() - start
-    return summarize(cfg, run.out_dir, data_dir, val, val_counts, step, wall, tokens_seen, last_path)
+    return summarize(cfg, run.out_dir, data_dir, val | baselines, val_counts, step, wall, tokens_seen,
+                     last_path)
 
 
 def summarize(cfg: SimpleNamespace, out_dir: Path, data_dir: Path, val: dict, val_counts: Counter, steps: int,
               wall: float, tokens_seen: float, checkpoint: Path) -> dict:
-    """The end of a run: loss curves, and the numbers the README quotes, printed and saved as summary.json."""
+    """The end of a run: loss curves, and the numbers the README quotes beside the baselines they must beat,
+    printed and saved as summary.json. `val` holds the model's validation metrics and the baselines'."""
     plot = plot_losses(out_dir / "metrics.jsonl", out_dir / "loss.png",
                        title=f"BERT on {read_meta(data_dir)['corpus']}",
-                       panels=("mlm_loss", "nsp_loss") if cfg.USE_NSP else ("mlm_loss",))
-    summary = {
-        **val, "val_most_frequent_accuracy": val_counts["most_frequent"] / val_counts["mlm_count"],
-        "steps": steps, "wall_seconds": wall, "tokens_per_second": tokens_seen / wall,
-        "checkpoint": str(checkpoint), "loss_curve": str(plot), "data_dir": str(data_dir),
-    }
-    lines = [f"validation MLM accuracy {val['val_mlm_accuracy']:.1%} on {val_counts['mlm_count']:,} masked "
-             f"tokens (always guessing the most frequent token: "
-             f"{summary['val_most_frequent_accuracy']:.1%}), MLM loss {val['val_mlm_loss']:.3f}"]
+                       panels=("mask_loss", "nsp_loss") if cfg.USE_NSP else ("mask_loss",),
+                       references={"mask_loss": {"unigram": val["val_unigram_mask_loss"],
+                                                 "bigram": val["val_bigram_mask_loss"]},
+                                   "nsp_loss": {"chance": math.log(2)}})
+    summary = {**val, "steps": steps, "wall_seconds": wall, "tokens_per_second": tokens_seen / wall,
+               "matmul_flops": matmul_flops(torch.device(cfg.DEVICE)), "checkpoint": str(checkpoint),
+               "loss_curve": str(plot), "data_dir": str(data_dir)}
+    n = {kind: int(val_counts[f"{kind}_count"]) for kind in ("mlm", "mask", "random", "unchanged")}
+    lines = [f"validation: {n['mlm']:,} chosen tokens ({n['mask']:,} [MASK], {n['random']:,} random, "
+             f"{n['unchanged']:,} unchanged)",
+             f"{'':<32}{'[MASK] loss':>12}{'[MASK] acc':>12}{'random acc':>12}{'unchanged acc':>15}"
+             f"{'all acc':>9}"]
+    for name, label in (("", "BERT (this run)"), ("bigram_", "bigram (both neighbours)"),
+                        ("unigram_", "unigram (most frequent token)"), ("copy_", "copy the visible token")):
+        cells = [(f"val_{name}mask_loss", ".3f", 12)] + [(f"val_{name}{kind}_accuracy", ".1%", width) for
+                                                          kind, width in (("mask", 12), ("random", 12),
+                                                                          ("unchanged", 15), ("mlm", 9))]
+        # "—": no such number (copy has no loss) or no such position in the validation batches
+        lines.append(f"{label:<32}" + "".join(f"{'—' if key not in val else format(val[key], form):>{width}}"
+                                              for key, form, width in cells))
     if cfg.USE_NSP:
         # Chance is answering the commoner label every time: 50% in expectation, a little more on a
         # finite sample.
-        n, is_next = val_counts["nsp_count"], val_counts["nsp_is_next"]
-        summary["val_nsp_majority_accuracy"] = max(is_next, n - is_next) / n
-        summary["val_nsp_standard_error"] = se = math.sqrt(0.25 / n)
-        lines.append(f"validation NSP accuracy {val['val_nsp_accuracy']:.1%} on {n:,} pairs "
-                     f"(always answering the commoner label: {summary['val_nsp_majority_accuracy']:.1%}; "
-                     f"standard error {se:.1%})")
-    lines.append(f"{steps} steps in {wall / 60:.1f} min, {summary['tokens_per_second']:,.0f} tokens/s")
+        pairs, is_next = val_counts["nsp_count"], val_counts["nsp_is_next"]
+        summary["val_nsp_majority_accuracy"] = max(is_next, pairs - is_next) / pairs
+        summary["val_nsp_standard_error"] = se = math.sqrt(0.25 / pairs)
+        lines.append(f"NSP accuracy {val['val_nsp_accuracy']:.1%} on {pairs:,} pairs (always answering the "
+                     f"commoner label: {summary['val_nsp_majority_accuracy']:.1%}; standard error {se:.1%})")
+    lines.append(f"{steps} steps in {wall / 60:.1f} min, {summary['tokens_per_second']:,.0f} tokens/s; this "
+                 f"device multiplies matrices at {summary['matmul_flops'] / 1e9:,.0f} GFLOP/s just now")
     print("\n" + "\n".join(lines) + f"\ncheckpoint: {checkpoint}\nloss curves: {plot}")
     save_summary(out_dir, summary)
     return summary

@@ -7,6 +7,7 @@ import torch
 from common.metrics import (
     MetricsLog,
     check_finite,
+    matmul_flops,
     mfu,
     peak_flops,
     plot_losses,
@@ -88,6 +89,14 @@ def test_plot_draws_one_panel_per_loss(tmp_path):
     one = plot_losses(metrics, tmp_path / "one.png", title="BERT", panels=("mlm_loss",))
     two = plot_losses(metrics, tmp_path / "two.png", title="BERT", panels=("mlm_loss", "nsp_loss"))
     assert png_width(two) == 2 * png_width(one)
+    lines = plot_losses(metrics, tmp_path / "lines.png", title="BERT", panels=("mlm_loss",),
+                        references={"mlm_loss": {"unigram": 7.5, "bigram": 6.0}, "other_panel": {"x": 1.0}})
+    assert png_width(lines) == png_width(one) and lines.read_bytes() != one.read_bytes()  # the dashed lines
+
+
+def test_matmul_rate_is_measured():
+    rate = matmul_flops(torch.device("cpu"), size=128, repeats=3)
+    assert math.isfinite(rate) and 1e6 < rate < 1e15  # FLOP/s: more than a calculator, less than a GPU farm
 
 
 def png_width(path):

@@ -12,9 +12,9 @@ import torch
 from common import checkpoint as ckpt
 from common.config import REPO_ROOT
 from common.metrics import run_training
-from phase1_foundation.project3_contextual_embeddings.download_data import PAD_ID, load_split
+from phase1_foundation.project3_contextual_embeddings.download_data import load_split
 from phase1_foundation.project3_contextual_embeddings.model import BERT, PREFIX
-from phase1_foundation.project3_contextual_embeddings.objectives import evaluate
+from phase1_foundation.project3_contextual_embeddings.objectives import evaluate, validation_batches
 
 
 def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
@@ -29,7 +29,7 @@ def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
 
 def run_train(settings: list[str], out_dir: Path) -> dict:
     """Run the chapter's train.py with `settings` into out_dir, exactly as from the shell, and return the
-    summary it leaves there (val_mlm_loss, val_mlm_accuracy, checkpoint, ...)."""
+    summary it leaves there (val_mask_loss, val_mask_accuracy, the baselines', checkpoint, ...)."""
     return run_training("phase1_foundation.project3_contextual_embeddings.train", settings, out_dir)
 
 
@@ -41,12 +41,15 @@ def load_run(checkpoint: str | Path) -> tuple[BERT, SimpleNamespace, Path]:
 
 
 def evaluate_run(checkpoint: str | Path, **changes) -> dict:
-    """val_mlm_loss, val_mlm_accuracy (and NSP's) of a run's final model on validation pairs made with its own
-    settings, except for `changes` (e.g. MLM_PROB=0.15): so two runs can be scored on the very same masks."""
+    """The validation metrics of a run's final model (val_mask_loss, val_mask_accuracy, ..., NSP's) and the
+    number of targets of each kind (val_mask_count, ...), on pairs made with its own settings, except for
+    `changes` (e.g. MLM_PROB=0.15): so two runs can be scored on the very same masks."""
     model, cfg, data_dir = load_run(checkpoint)
     cfg = SimpleNamespace(**{**vars(cfg), **changes})
-    # PAD_ID is never a target: the count of "most frequent token" targets, which we do not need, stays 0.
-    return evaluate(model, load_split(data_dir, "val"), cfg, torch.device(cfg.DEVICE), PAD_ID)[0]
+    batches = validation_batches(load_split(data_dir, "val"), cfg, model.config.vocab_size,
+                                 torch.device(cfg.DEVICE))
+    metrics, counts = evaluate(model, batches, cfg.USE_NSP)
+    return metrics | {f"val_{name}": value for name, value in counts.items() if name.endswith("_count")}
 
 
 def find_or_train(cfg: SimpleNamespace, settings: list[str], out_dir: Path,

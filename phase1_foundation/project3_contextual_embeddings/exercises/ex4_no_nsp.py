@@ -4,7 +4,8 @@ BERT trains two tasks at once (§3.1): MLM, and NSP on pairs whose second segmen
 continuation and half the time text from another document. RoBERTa (Liu et al. 2019, §4.2) found that
 removing the NSP loss matches or slightly improves downstream results. Train the same BERT twice, with
 --USE_NSP=true (BERT) and --USE_NSP=false (MLM only: the second segment is always the real continuation, so
-a pair is simply contiguous text), and compare the validation MLM accuracy at every evaluation.
+a pair is simply contiguous text), and compare the validation MLM accuracy at [MASK] positions at every
+evaluation.
 
     uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex4_no_nsp.py
     uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex4_no_nsp.py --MAX_ITERS=2000
@@ -37,24 +38,24 @@ def main(argv: list[str] | None = None) -> dict:
     for name, (_, variant) in VARIANTS.items():
         summary = run_train([*settings, variant], out_dir / name)
         records = read_metrics(out_dir / name / "metrics.jsonl")
-        curves[name] = {r["step"]: r["val_mlm_accuracy"] for r in records if "val_mlm_accuracy" in r}
+        curves[name] = {r["step"]: r["val_mask_accuracy"] for r in records if "val_mask_accuracy" in r}
         contiguous = evaluate_run(summary["checkpoint"], USE_NSP=False)  # the same pairs and masks for both
-        results[name] = {"val_mlm_accuracy": summary["val_mlm_accuracy"],
-                         "val_mlm_loss": summary["val_mlm_loss"],
-                         "contiguous_mlm_accuracy": contiguous["val_mlm_accuracy"],
-                         "contiguous_mlm_loss": contiguous["val_mlm_loss"],
+        results[name] = {"val_mask_accuracy": summary["val_mask_accuracy"],
+                         "val_mask_loss": summary["val_mask_loss"],
+                         "contiguous_mask_accuracy": contiguous["val_mask_accuracy"],
+                         "contiguous_mask_loss": contiguous["val_mask_loss"],
                          "val_nsp_accuracy": summary.get("val_nsp_accuracy"),
                          "val_nsp_standard_error": summary.get("val_nsp_standard_error")}
 
-    print(f"\nvalidation MLM accuracy at each evaluation (each run on its own pairs)\n{'step':>6}"
+    print(f"\nvalidation accuracy at [MASK] at each evaluation (each run on its own pairs)\n{'step':>6}"
           + "".join(f"{label:>22}" for label, _ in VARIANTS.values()))
     for step in curves["nsp"]:
         print(f"{step:>6}" + "".join(f"{curves[name].get(step, float('nan')):>22.1%}" for name in VARIANTS))
     print("\nat the end, on the same contiguous validation pairs and masks:")
     for name, (label, _) in VARIANTS.items():
         r = results[name]
-        print(f"  {label:<20} MLM accuracy {r['contiguous_mlm_accuracy']:.1%}, "
-              f"loss {r['contiguous_mlm_loss']:.3f}")
+        print(f"  {label:<20} at [MASK]: accuracy {r['contiguous_mask_accuracy']:.1%}, "
+              f"loss {r['contiguous_mask_loss']:.3f}")
     print(f"NSP accuracy of the NSP run: {results['nsp']['val_nsp_accuracy']:.1%} (chance 50%, "
           f"standard error {results['nsp']['val_nsp_standard_error']:.1%})")
     return {**results, "curves": curves}

@@ -18,7 +18,7 @@ from phase1_foundation.project3_contextual_embeddings.exercises import (
     ex4_no_nsp,
     ex5_padding_mask,
 )
-from phase1_foundation.project3_contextual_embeddings.pretraining_data import N_SPECIAL
+from phase1_foundation.project3_contextual_embeddings.pretraining_data import KINDS, N_SPECIAL
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -48,14 +48,17 @@ def test_ex2_without_the_random_branch_the_model_trusts_visible_tokens(tiny, tmp
                                          "--MAX_ITERS=200", "--EVAL_INTERVAL=200", "--EVAL_ITERS=20",
                                          f"--OUT_DIR={tmp_path}"])
     paper, no_random = results["paper"], results["no_random"]
-    for branch in ex2_no_random_branch.BRANCHES:  # both models scored on the same 80/10/10 masks
-        assert paper[branch]["targets"] == no_random[branch]["targets"] > 50
+    for kind in KINDS:  # both models scored on the same 80/10/10 masks
+        assert paper[kind]["targets"] == no_random[kind]["targets"] > 50
     assert paper["mask"]["targets"] > 5 * paper["random"]["targets"]
     # 200 steps in, both still guess [MASK]s from token frequencies, but the one that never saw a random
     # token already trusts what it sees: more right where the token is the original, more wrong where not.
-    assert no_random["kept"]["loss"] < paper["kept"]["loss"]
-    assert no_random["kept"]["accuracy"] >= paper["kept"]["accuracy"]
+    assert no_random["unchanged"]["loss"] < paper["unchanged"]["loss"]
+    assert no_random["unchanged"]["accuracy"] >= paper["unchanged"]["accuracy"]
     assert no_random["random"]["loss"] > paper["random"]["loss"]
+    # At [MASK] the two are level: whatever separates them there is small beside the gap where it shows.
+    gap = {kind: abs(no_random[kind]["loss"] - paper[kind]["loss"]) for kind in KINDS}
+    assert gap["mask"] < gap["unchanged"] / 3 and gap["mask"] < gap["random"] / 3
 
 
 def test_ex3_every_output_reads_later_tokens_and_filling_blanks_runs(tiny, tmp_path, no_chapter_checkpoint):
@@ -77,8 +80,8 @@ def test_ex4_runs_with_and_without_nsp_on_the_same_pairs(tiny, tmp_path):
     assert list(results["curves"]["nsp"]) == list(results["curves"]["mlm_only"]) == [10, 20]
     assert 0 <= nsp["val_nsp_accuracy"] <= 1 and mlm_only["val_nsp_accuracy"] is None
     # The MLM-only run is validated on contiguous pairs already: scoring it there again changes nothing.
-    assert mlm_only["contiguous_mlm_accuracy"] == mlm_only["val_mlm_accuracy"]
-    assert mlm_only["contiguous_mlm_loss"] == pytest.approx(mlm_only["val_mlm_loss"], abs=1e-6)
+    assert mlm_only["contiguous_mask_accuracy"] == mlm_only["val_mask_accuracy"]
+    assert mlm_only["contiguous_mask_loss"] == pytest.approx(mlm_only["val_mask_loss"], abs=1e-6)
 
 
 def test_ex5_padding_changes_nothing_with_the_mask_and_everything_without(

@@ -13,7 +13,8 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 def losses(out_dir):
     lines = (out_dir / "metrics.jsonl").read_text().splitlines()
-    keys = ("step", "train_mlm_loss", "train_nsp_loss", "val_mlm_loss", "val_nsp_accuracy")
+    keys = ("step", "train_mlm_loss", "train_mask_loss", "train_nsp_loss", "val_mlm_loss", "val_mask_loss",
+            "val_unchanged_accuracy", "val_nsp_accuracy")
     return [tuple(record.get(key) for key in keys) for record in map(json.loads, lines)]
 
 
@@ -24,18 +25,26 @@ def test_train_writes_checkpoints_curves_and_summary(tiny, tmp_path, capsys):
     assert (tmp_path / "loss.png").read_bytes()[:8] == PNG
     assert [record[0] for record in losses(tmp_path)] == list(range(1, 21))
     out = capsys.readouterr().out
-    assert "validation MLM accuracy" in out and "validation NSP accuracy" in out
-    for key in ("val_mlm_accuracy", "val_most_frequent_accuracy", "val_nsp_accuracy",
-                "val_nsp_standard_error"):
-        assert 0 <= summary[key] <= 1
-    assert summary["tokens_per_second"] > 0 and summary["wall_seconds"] > 0
+    for row in ("BERT (this run)", "bigram (both neighbours)", "unigram (most frequent token)",
+                "copy the visible token", "NSP accuracy", "tokens/s", "GFLOP/s"):
+        assert row in out
+    # The headline at [MASK], each kind of position apart, and the four baselines on the same targets.
+    for kind in ("mask", "random", "unchanged", "mlm"):
+        for predictor in ("", "unigram_", "copy_", "bigram_"):
+            assert 0 <= summary[f"val_{predictor}{kind}_accuracy"] <= 1
+        for predictor in ("", "unigram_", "bigram_"):
+            assert summary[f"val_{predictor}{kind}_loss"] > 0
+    assert summary["val_copy_unchanged_accuracy"] == 1.0 and summary["val_copy_random_accuracy"] == 0.0
+    assert summary["val_copy_mask_accuracy"] == summary["val_unigram_mask_accuracy"]  # both: most frequent
+    assert 0.5 <= summary["val_nsp_majority_accuracy"] <= 1 and 0 < summary["val_nsp_standard_error"] < 0.5
+    assert summary["tokens_per_second"] > 0 and summary["wall_seconds"] > 0 and summary["matmul_flops"] > 1e8
     assert summary["val_mlm_loss"] < math.log(512)  # below a uniform guess over 512 tokens: learned something
 
 
 def test_mlm_only_run_has_no_nsp_metrics(tiny, tmp_path):
     summary = train.main([*tiny, f"--OUT_DIR={tmp_path}", "--USE_NSP=false", "--MAX_ITERS=10"])
-    assert "val_nsp_accuracy" not in summary and "val_mlm_accuracy" in summary
-    assert all(record[2] is None for record in losses(tmp_path))
+    assert "val_nsp_accuracy" not in summary and "val_mask_accuracy" in summary
+    assert all(record[3] is None for record in losses(tmp_path))
 
 
 def test_ctrl_c_then_resume_continues_the_same_run_bit_for_bit(tiny, tmp_path, monkeypatch, capsys,

@@ -1,0 +1,105 @@
+"""The trivial predictors a masked LM has to beat, scored on the very targets the model is scored on.
+
+    baselines = Baselines(load_split(folder, "train"), vocab_size)
+    counts = baselines.measure(validation_batches(...))  # metrics(counts, "val") -> val_bigram_mask_loss, ...
+
+- unigram: how often each token occurs in the training split, whatever the input. Its best guess is always the
+  most frequent token, and its cross-entropy is what a model that learned only word frequencies scores.
+- copy: the visible token where there is one, else the most frequent token. It reads no context, yet it is
+  right at every chosen position whose token was left unchanged: the yardstick for a mean over all of them.
+- bigram: a first-order Markov model of the training text, asked for the token between its two visible
+  neighbours, P(x | left, right) ∝ P(x | left) · P(right | x). The cheapest use of context there is: a model
+  that beats it at [MASK] reads more than one word on each side.
+
+A model that only matches unigram has learned word frequencies; one that matches copy at the unchanged
+positions has learned to copy; only beating bigram at [MASK] shows that it uses the sentence.
+"""
+
+from collections import Counter
+
+import numpy as np
+import scipy.sparse
+import torch
+
+from phase1_foundation.project3_contextual_embeddings.objectives import count_by_kind, sums_by_kind
+from phase1_foundation.project3_contextual_embeddings.pretraining_data import (
+    MASK_ID,
+    N_SPECIAL,
+    chosen_targets,
+)
+
+CHUNK = 512  # targets scored at once by the bigram model: (CHUNK, V) arrays
+
+
+class Baselines:
+    """Unigram and bigram counts of one split (load_split's arrays), and the three predictors made of them.
+
+    Both models are smoothed so that no ordinary token gets probability 0, as a cross-entropy needs: the
+    unigram by adding one to every count (Laplace), the bigram by Witten-Bell interpolation with the unigram
+    (Witten & Bell 1991; Chen & Goodman 1998 §2.4), P(x | l) = (c(l, x) + T(l) P(x)) / (c(l) + T(l)), where
+    T(l) is the number of different tokens seen after l: a word followed by many different words leaves
+    more room for ones never seen after it. Pairs are counted within documents only.
+    """
+
+    def __init__(self, split: tuple, vocab_size: int):
+        tokens, sentences, documents = (np.asarray(a, dtype=np.int64) for a in split)
+        counts = np.bincount(tokens, minlength=vocab_size).astype(np.float64)  # (V,)
+        counts[:N_SPECIAL] = 0  # special tokens are never targets
+        ordinary = np.arange(vocab_size) >= N_SPECIAL  # (V,)
+        self.most_frequent = int(counts.argmax())
+        self.unigram = np.where(ordinary, counts + 1, 0) / (counts.sum() + ordinary.sum())  # (V,) sums to 1
+
+        first_of_document = np.zeros(len(tokens), dtype=bool)
+        first_of_document[sentences[documents[:-1]]] = True
+        follows = ~first_of_document[1:]  # (L - 1,): token i + 1 continues token i's document
+        left, right = tokens[:-1][follows], tokens[1:][follows]
+        self.pairs = scipy.sparse.csr_matrix((np.ones(len(left)), (left, right)), shape=(vocab_size,) * 2)
+        self.pairs.sum_duplicates()  # (V, V): c(l, r), one stored entry per distinct pair
+        self.pairs_by_right = self.pairs.T.tocsr()  # (V, V): c(l, r) at [r, l], to read a column as a row
+        self.seen_after = np.diff(self.pairs.indptr).astype(np.float64)  # (V,) T(l): distinct followers
+        self.total_after = np.asarray(self.pairs.sum(axis=1), dtype=np.float64).ravel()  # (V,) c(l)
+
+    def smoothed(self, pair_counts: np.ndarray, left: np.ndarray | slice, prior: np.ndarray) -> np.ndarray:
+        """Witten-Bell P(x | left) from the counts c(left, x); where left was never followed by anything,
+        the prior alone."""
+        total, distinct = self.total_after[left], self.seen_after[left]
+        return np.where(total > 0, (pair_counts + distinct * prior) / np.maximum(total + distinct, 1), prior)
+
+    def bigram_log_probs(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """log P(x | left, right) for every token x, (n, V), given the neighbours (n,) as the model saw them.
+        A neighbour that is not an ordinary token ([MASK], [CLS], [SEP]) tells nothing and is left out."""
+        with np.errstate(divide="ignore"):
+            log_prior = np.log(self.unigram)  # (V,): -inf for special tokens, which are never the answer
+            after_left = self.smoothed(self.pairs[left].toarray(), left[:, None], self.unigram)  # (n, V)
+            log_left = np.where((left >= N_SPECIAL)[:, None], np.log(after_left), log_prior)  # (n, V)
+            before_right = self.smoothed(self.pairs_by_right[right].toarray(), slice(None),
+                                         self.unigram[right][:, None])  # (n, V): P(right | x)
+            log_right = np.where((right >= N_SPECIAL)[:, None], np.log(before_right), 0.0)  # (n, V)
+        scores = log_left + log_right  # (n, V)
+        top = scores.max(axis=1, keepdims=True)
+        return scores - top - np.log(np.exp(scores - top).sum(axis=1, keepdims=True))
+
+    def measure(self, batches: list[dict]) -> Counter:
+        """Summed losses and correct answers of the three predictors on the chosen positions of `batches`,
+        by kind of position (objectives.sums_by_kind's names, prefixed unigram_, copy_ and bigram_)."""
+        counts = Counter()
+        for batch in batches:
+            chosen, targets, kind = (t.cpu() for t in chosen_targets(batch))  # (B, T); (N,); (N,)
+            rows, cols = chosen.nonzero(as_tuple=True)  # (N,): never the first or last position of a row
+            ids = batch["input_ids"].cpu()  # (B, T)
+            seen, left, right = ids[rows, cols], ids[rows, cols - 1], ids[rows, cols + 1]  # (N,) each
+            unigram_loss = -torch.from_numpy(np.log(self.unigram[targets.numpy()])).float()  # (N,)
+            copy_guess = torch.where(seen == MASK_ID, self.most_frequent, seen)  # (N,)
+            bigram_loss, bigram_guess = [], []
+            for start in range(0, len(targets), CHUNK):
+                part = slice(start, start + CHUNK)
+                log_probs = self.bigram_log_probs(left[part].numpy(), right[part].numpy())  # (n, V)
+                bigram_loss.append(-log_probs[np.arange(len(log_probs)), targets[part].numpy()])
+                bigram_guess.append(log_probs.argmax(axis=1))
+            sums = count_by_kind(kind)
+            sums |= sums_by_kind("unigram_", kind, unigram_loss, targets == self.most_frequent)
+            sums |= sums_by_kind("copy_", kind, None, copy_guess == targets)
+            sums |= sums_by_kind("bigram_", kind, torch.from_numpy(np.concatenate(bigram_loss)).float(),
+                                 torch.from_numpy(np.concatenate(bigram_guess)) == targets)
+            counts.update({name: float(value) for name, value in sums.items()})  # += would drop zeros
+        return counts
