@@ -47,6 +47,9 @@ CANDIDATES = {  # name: (shape, changes to the cpu preset, warmup as a share of 
     "tiny-lr5e-3": ("tiny", dict(LEARNING_RATE=5e-3), 0.1),
     "tiny-lr2e-3-batch16": ("tiny", dict(LEARNING_RATE=2e-3, BATCH_SIZE=16), 0.1),
     "tiny-lr2e-3-block64": ("tiny", dict(LEARNING_RATE=2e-3, BLOCK_SIZE=64), 0.1),
+    "tiny-lr5e-3-block64": ("tiny", dict(LEARNING_RATE=5e-3, BLOCK_SIZE=64), 0.1),
+    "tiny-lr2e-3-block32": ("tiny", dict(LEARNING_RATE=2e-3, BLOCK_SIZE=32), 0.1),
+    "tiny-lr1e-2-block64": ("tiny", dict(LEARNING_RATE=1e-2, BLOCK_SIZE=64), 0.1),
     "tiny-lr2e-3-vocab2048": ("tiny", dict(LEARNING_RATE=2e-3, VOCAB_SIZE=2048), 0.1),
 }
 
