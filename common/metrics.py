@@ -188,7 +188,8 @@ def matmul_flops(device: torch.device, size: int = 1024, repeats: int = 20) -> f
     device = torch.device(device)
     dtype = autocast_dtype(device) or torch.float32
     a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
-    synchronize = {"cuda": torch.cuda.synchronize, "mps": torch.mps.synchronize}.get(device.type, lambda: None)
+    synchronize = {"cuda": torch.cuda.synchronize, "mps": torch.mps.synchronize}.get(device.type,
+                                                                                  lambda: None)
     a @ b  # the first call pays for setup
     synchronize()
     start = time.perf_counter()

@@ -10,8 +10,8 @@
     uv run python phase1_foundation/project3_contextual_embeddings/train.py --RESUME=latest
 
 Config -> data -> model -> optimizer -> loop -> checkpoint, as in chapter 1. What is new is in the step: a
-batch is sentence pairs with 15% of their tokens masked, and the loss is the sum of the two tasks' losses
-(§3.1), computed in objectives.py.
+batch is sentence pairs with 15% of their tokens masked, and the loss is the sum of the two tasks' mean losses
+(§A.2), computed in objectives.py.
 """
 
 import math
@@ -61,8 +61,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"tokenizer: {tokenizer.vocab_size:,} tokens; data: {len(train_split[0]):,} train / "
           f"{len(val_split[0]):,} val tokens in {len(train_split[1]) - 1:,} / "
           f"{len(val_split[1]) - 1:,} sentences")
-    # The validation pairs and masks, drawn once: every validation pass and every baseline scores these.
-    val_batches = validation_batches(val_split, cfg, tokenizer.vocab_size, device)
+    val_batches = validation_batches(val_split, cfg, tokenizer.vocab_size, device)  # drawn once, for all
     baselines = metrics(Baselines(train_split, tokenizer.vocab_size).measure(val_batches), "val")
 
     # --- model and optimizer -------------------------------------------------------------------------------
@@ -105,7 +104,6 @@ def main(argv: list[str] | None = None) -> dict:
             optimizer.zero_grad(set_to_none=True)
             step += 1
             tokens_seen += counts["tokens"]  # real tokens, not padding
-
             seconds = time.perf_counter() - step_start
             record = {"step": step, "lr": lr, **metrics(counts, "train"), "step_seconds": seconds,
                       "tokens_per_second": counts["tokens"] / seconds}
@@ -116,10 +114,9 @@ def main(argv: list[str] | None = None) -> dict:
                 record.update(val, val_loss=val["val_mlm_loss"] + val.get("val_nsp_loss", 0.0))
                 last_path = run.save(step, record["val_loss"])
             log.log(**record)
-            bar.set_postfix(mask=f"{record['train_mask_loss']:.3f}",
-                            nsp=f"{record.get('train_nsp_loss', 0):.3f}",
-                            val_mask_acc=f"{val.get('val_mask_accuracy', float('nan')):.1%}",
-                            tok_s=f"{record['tokens_per_second']:,.0f}")
+            nsp, val_accuracy = record.get("train_nsp_loss", 0), val.get("val_mask_accuracy", float("nan"))
+            bar.set_postfix(mask=f"{record['train_mask_loss']:.3f}", nsp=f"{nsp:.3f}",
+                            val_mask_acc=f"{val_accuracy:.1%}", tok_s=f"{record['tokens_per_second']:,.0f}")
             bar.update()
             if interrupt.requested and step < cfg.MAX_ITERS:
                 bar.close()
