@@ -60,7 +60,7 @@ FT_BATCH_SIZE = 32  # PAPER: GPT-1 §4.1, batch size 32 for fine-tuning
 FT_LEARNING_RATE = 6.25e-5  # PAPER: GPT-1 §4.1, fine-tuning learning rate
 FT_EPOCHS = 3  # PAPER: GPT-1 §4.1, 3 epochs suffice for most tasks
 FT_WARMUP_RATIO = 0.002  # PAPER: GPT-1 §4.1, warmup over 0.2% of training, then linear decay
-FT_LM_WEIGHT = 0.5  # PAPER: GPT-1 §3.2, L3 = L2 + lambda * L1 with lambda = 0.5
+FT_LM_WEIGHT = 0.5  # PAPER: GPT-1 §4.1, lambda = 0.5 in §3.2's L3 = L2 + lambda * L1
 FT_CLF_DROPOUT = 0.1  # PAPER: GPT-1 §4.1, dropout 0.1 before the classifier
 
 # The model of the paper, for reference (116,534,784 parameters with the released 40,478-token vocabulary).
