@@ -1,9 +1,10 @@
 """Exercise 4: fine-tuning with and without the auxiliary language-modelling loss (GPT-1 §3.2).
 
-GPT-1 fine-tunes on L3 = L2 + lambda * L1: the task's loss plus lambda = 0.5 times the language-modelling loss
-on the task's own text, which the paper says improves generalisation and speeds up convergence. Pre-train
-one model, then fine-tune that same checkpoint twice on finetune.py's multiple-choice task, with
---FT_LM_WEIGHT=0 (task loss only) and --FT_LM_WEIGHT=0.5 (the paper), and compare held-out accuracy.
+GPT-1 fine-tunes on L3 = L2 + lambda * L1 (§3.2): the task's loss plus lambda = 0.5 (§4.1) times the
+language-modelling loss on the task's own text, which the paper says improves generalisation and speeds up
+convergence. Pre-train one model, then fine-tune that same checkpoint twice on finetune.py's multiple-choice
+task, with --FT_LM_WEIGHT=0 (task loss only) and --FT_LM_WEIGHT=0.5 (the paper), and compare held-out
+accuracy.
 
     uv run python phase1_foundation/project1_gpt/exercises/ex4_auxiliary_lm_loss.py
     uv run python phase1_foundation/project1_gpt/exercises/ex4_auxiliary_lm_loss.py --FT_EPOCHS=5
@@ -13,8 +14,9 @@ standard error printed beside them (a few hundred questions cannot resolve a sma
 --SEED to see how much they move). That is the paper's finding too: in its ablation (Table 5) the auxiliary
 loss helped the larger datasets (NLI, QQP) and not the smaller ones. finetune.py also fine-tunes a randomly
 initialised model each time; its accuracies show how much of either number pre-training is responsible for.
-After a short pre-training (a model barely below the unigram loss) every number sits near chance: the task
-needs a language model that has learned more than which words are frequent, so train longer (--MAX_ITERS).
+And it scores the shared-rare-words rule, which needs no model: with the cpu preset both accuracies are above
+chance and far below that rule: the model has only begun to learn the task, so the exercise is worth running
+again after a longer pre-training (--MAX_ITERS).
 """
 
 import json
