@@ -66,10 +66,10 @@ def main(argv: list[str] | None = None) -> dict:
         summary = run_train([*settings, f"--MLM_PROB={prob}"], run_dir)
         train_losses = [r["train_mlm_loss"] for r in read_metrics(run_dir / "metrics.jsonl")]
         at_15 = evaluate_run(summary["checkpoint"], MLM_PROB=0.15)  # the same pairs and masks for both runs
-        results[prob] = {"val_mlm_loss": summary["val_mlm_loss"],
-                         "val_mlm_accuracy": summary["val_mlm_accuracy"],
-                         "val_mlm_loss_at_15": at_15["val_mlm_loss"],
-                         "val_mlm_accuracy_at_15": at_15["val_mlm_accuracy"],
+        results[prob] = {"val_mask_loss": summary["val_mask_loss"],  # at [MASK]: where context is needed
+                         "val_mask_accuracy": summary["val_mask_accuracy"],
+                         "val_mask_loss_at_15": at_15["val_mask_loss"],
+                         "val_mask_accuracy_at_15": at_15["val_mask_accuracy"],
                          "train_mlm_loss": float(np.mean(train_losses[-10:])), "noise": noise(train_losses)}
     png = plot(out_dir, out_dir / "mlm_prob.png")
 
@@ -77,10 +77,10 @@ def main(argv: list[str] | None = None) -> dict:
           f"{'val loss / acc (15%)':>22}")
     for prob, r in results.items():
         print(f"{f'MLM_PROB={prob}':<16}{r['train_mlm_loss']:>11.3f}{r['noise']:>11.3f}"
-              f"{r['val_mlm_loss']:>19.3f} / {r['val_mlm_accuracy']:>5.1%}"
-              f"{r['val_mlm_loss_at_15']:>14.3f} / {r['val_mlm_accuracy_at_15']:>5.1%}")
-    print("(MLM loss in nats per target; train: the last 10 steps; step noise: std of step-to-step changes "
-          "of the train loss, second half)")
+              f"{r['val_mask_loss']:>19.3f} / {r['val_mask_accuracy']:>5.1%}"
+              f"{r['val_mask_loss_at_15']:>14.3f} / {r['val_mask_accuracy_at_15']:>5.1%}")
+    print("(MLM loss in nats per target; train: all chosen positions, the last 10 steps; val: at [MASK]; "
+          "step noise: std of step-to-step changes of the train loss, second half)")
     print(f"loss curves: {png}")
     return {**results, "plot": str(png)}
 

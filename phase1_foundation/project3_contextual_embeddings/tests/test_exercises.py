@@ -38,8 +38,8 @@ def test_ex1_half_masked_training_is_smoother(tiny, tmp_path):
     # (by about sqrt(0.15 / 0.5) = 0.55).
     assert high["noise"] < 0.8 * low["noise"]
     # Scoring at 15% reproduces the 15% run's own validation exactly: the same pairs and the same masks.
-    assert low["val_mlm_loss_at_15"] == pytest.approx(low["val_mlm_loss"], abs=1e-6)
-    assert high["val_mlm_loss_at_15"] != pytest.approx(high["val_mlm_loss"], abs=1e-6)
+    assert low["val_mask_loss_at_15"] == pytest.approx(low["val_mask_loss"], abs=1e-6)
+    assert high["val_mask_loss_at_15"] != pytest.approx(high["val_mask_loss"], abs=1e-6)
     assert (tmp_path / "mlm_prob.png").read_bytes()[:8] == PNG
 
 
