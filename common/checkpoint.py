@@ -267,26 +267,30 @@ class TrainingRun:
         self.model, self.optimizer, self.scaler, self.batches = model, optimizer, scaler, batches
         self.extra = {"config": vars(cfg), **extra}
 
-    def save(self, step: int, loss: float) -> Path:
+    def save(self, step: int, loss: float, rng: dict | list[dict] | None = None) -> Path:
+        """Save this step. A data-parallel run passes `rng`, every process's rng_state() in rank order
+        (gathered by the caller), since each process draws its own dropout masks."""
         path = checkpoint_path(self.out_dir, self.prefix, step, loss)
         save_checkpoint(path, {
             "kind": self.kind, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(), "model_config": asdict(self.model.config), "step": step,
-            "rng": rng_state(), "batches": self.batches.state_dict(), "metrics": {"loss": loss}, **self.extra,
+            "rng": rng_state() if rng is None else rng, "batches": self.batches.state_dict(),
+            "metrics": {"loss": loss}, **self.extra,
         })
         prune_checkpoints(self.out_dir, self.prefix, self.keep)
         return path
 
-    def resume(self, shape_keys: Sequence[str]) -> int:
+    def resume(self, shape_keys: Sequence[str], rank: int = 0) -> int:
         """Continue from the checkpoint cfg.RESUME names ("latest" or a path) and return its step; without
         one, start a fresh run at step 0.
 
         A checkpoint of another model shape (`shape_keys` of model.config) is refused with a line that names
         the fix. A fresh run first moves an earlier run in the same folder out of the way
-        (set_aside_previous_run), so the two never mix.
+        (set_aside_previous_run), so the two never mix; in a data-parallel run only rank 0 touches files,
+        and each process restores its own random generators.
         """
         if not self.spec:
-            if previous := set_aside_previous_run(self.out_dir, self.prefix, RUN_FILES):
+            if rank == 0 and (previous := set_aside_previous_run(self.out_dir, self.prefix, RUN_FILES)):
                 print(f"{self.out_dir} held an earlier run: moved it to {previous} "
                       "(use --RESUME=latest to continue a run)")
             return 0
@@ -297,6 +301,7 @@ class TrainingRun:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
         self.batches.load_state_dict(state["batches"])
-        set_rng_state(state["rng"])
+        rng = state["rng"]  # a list, one per process, when a data-parallel run saved it
+        set_rng_state(rng[min(rank, len(rng) - 1)] if isinstance(rng, list) else rng)
         print(f"resumed from {path} at step {state['step']}")
         return state["step"]

@@ -246,9 +246,17 @@ class Batches:
 
     The generator is a private CPU one: dropout or sampling drawing from the global generator cannot shift the
     batches, and the same seed gives the same batches on every device.
+
+    Data-parallel training (several processes, one per GPU) passes `rank` and `world_size`: every process
+    draws the same batch_size window starts and reads only its own batch_size / world_size of them, so the
+    processes together see exactly the batch one process would, whatever their number.
     """
 
-    def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int, device: torch.device, seed: int):
+    def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int, device: torch.device, seed: int,
+                 rank: int = 0, world_size: int = 1):
+        if batch_size % world_size:
+            raise SystemExit(f"error: BATCH_SIZE={batch_size} does not split evenly over {world_size} "
+                             f"processes; use a multiple of {world_size}")
         if len(tokens) < block_size + 1:
             raise SystemExit(
                 f"error: only {len(tokens):,} tokens, fewer than BLOCK_SIZE + 1 = {block_size + 1:,}; "
@@ -259,12 +267,16 @@ class Batches:
         self.batch_size = batch_size
         self.device = torch.device(device)
         self.generator = torch.Generator().manual_seed(seed)
+        share = batch_size // world_size
+        self.rows = slice(rank * share, (rank + 1) * share)  # this process's rows of every batch
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Inputs x and targets y, both int64 (B, T): y[b, t] is the token that follows x[b, t]."""
+        """Inputs x and targets y, both int64 (B, T): y[b, t] is the token that follows x[b, t].
+
+        B is batch_size / world_size: this process's share of the batch."""
         T = self.block_size
         starts = torch.randint(len(self.tokens) - T, (self.batch_size,), generator=self.generator)  # (B,)
-        windows = np.stack([self.tokens[s : s + T + 1] for s in starts.tolist()])  # (B, T+1), uint16/32
+        windows = np.stack([self.tokens[s : s + T + 1] for s in starts[self.rows].tolist()])  # (B, T+1)
         windows = torch.from_numpy(windows.astype(np.int64))  # embeddings and cross_entropy want int64
         x, y = windows[:, :-1].contiguous(), windows[:, 1:].contiguous()  # (B, T), (B, T)
         if self.device.type == "cuda":

@@ -315,6 +315,22 @@ def test_resume_restores_a_saved_run_exactly(tmp_path, capsys):
     assert torch.equal(resumed.batches.generator.get_state(), saved.batches.generator.get_state())
 
 
+def test_each_process_of_a_data_parallel_run_resumes_its_own_generators(tmp_path):
+    saved = training_run(tmp_path, seed=1)
+    states = []
+    for rank in range(2):  # two processes' generators, as the caller gathers them
+        torch.manual_seed(100 + rank)
+        states.append(rng_state())
+    saved.save(3, 1.0, rng=states)
+    draws = []
+    for rank in range(2):
+        training_run(tmp_path, seed=2, resume="latest").resume(shape_keys=("width",), rank=rank)
+        draws.append(torch.rand(3))
+        set_rng_state(states[rank])
+        assert torch.equal(draws[-1], torch.rand(3))  # this process's generator, where it was saved
+    assert not torch.equal(*draws)
+
+
 def test_resume_refuses_another_shape_in_one_line(tmp_path):
     training_run(tmp_path, seed=1).save(1, 1.0)
     with pytest.raises(SystemExit, match=r"width 4 -> 8.*resume with --WIDTH=4") as exit_info:

@@ -232,6 +232,20 @@ def test_exactly_one_window_is_enough():
         Batches(np.arange(8, dtype=np.uint16), 8, 2, torch.device("cpu"), seed=0)
 
 
+def test_processes_of_a_data_parallel_run_read_disjoint_parts_of_one_batch():
+    tokens = np.arange(10_000, dtype=np.uint16)
+    whole = Batches(tokens, 16, 8, torch.device("cpu"), seed=3)
+    parts = [Batches(tokens, 16, 8, torch.device("cpu"), seed=3, rank=r, world_size=4) for r in range(4)]
+    for _ in range(3):
+        x, y = whole.next()
+        shares = [part.next() for part in parts]
+        assert all(share[0].shape == (2, 16) for share in shares)
+        assert torch.equal(torch.cat([share[0] for share in shares]), x)
+        assert torch.equal(torch.cat([share[1] for share in shares]), y)
+    with pytest.raises(SystemExit, match="does not split evenly over 3 processes"):
+        Batches(tokens, 16, 8, torch.device("cpu"), seed=3, rank=0, world_size=3)
+
+
 def test_seed_decides_the_batches():
     tokens = np.arange(10_000, dtype=np.uint16)
 
