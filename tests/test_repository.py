@@ -44,6 +44,7 @@ def test_chapters_import_only_themselves_and_common():
 
 @pytest.mark.parametrize("how", ["script", "module"])
 @pytest.mark.parametrize("chapter, paper", [("project1_gpt", "PAPER: GPT-1"),
+                                            ("project2_gpt2", "PAPER: GPT-2"),
                                             ("project3_contextual_embeddings", "PAPER: BERT")])
 def test_chapter_scripts_run_from_any_folder(chapter, paper, how, tmp_path):
     """`python phase1_foundation/<chapter>/train.py` and `python -m phase1_foundation.<chapter>.train`

@@ -9,9 +9,9 @@ Appendix B), the same family trained the same way, and say so.
 from common.config import REPO_ROOT
 
 # --- data -------------------------------------------------------------------------------------------------
-CORPUS = "auto"  # auto: WikiText-103 (Wikipedia articles, a WebText stand-in) online, wiki-sample offline
+CORPUS = "auto"  # auto: WikiText-103 (Wikipedia; a WebText stand-in) online, wiki-sample offline
 TEXT_FILE = None  # your own UTF-8 text file or folder of .txt files; wins over CORPUS
-TOKENIZER = "bpe"  # bpe: a byte-level BPE trained on the corpus; gpt2: GPT-2's released 50,257-token vocabulary
+TOKENIZER = "bpe"  # bpe: a byte-level BPE trained on the corpus; gpt2: GPT-2's released vocabulary
 VOCAB_SIZE = 0  # bpe only: 0 = sized to the corpus (see download_data.py); PAPER: GPT-2 §2.2 has 50,257
 VAL_FRACTION = 0.05  # share of documents held out for validation (and for zero_shot.py)
 DATA_DIR = str(REPO_ROOT / "data")  # prepared corpora, tokenizers and token files
@@ -21,7 +21,7 @@ N_LAYER = 12  # PAPER: GPT-2 Table 2, smallest model: 12 layers
 N_HEAD = 12  # openai/gpt-2 hparams.json for the 124M model: 12 heads
 N_EMBD = 768  # PAPER: GPT-2 Table 2, d_model 768 (the MLP's inner size is 4 x 768 = 3072)
 BLOCK_SIZE = 1024  # PAPER: GPT-2 §2.3, context of 1,024 tokens (GPT-1 had 512)
-DROPOUT = 0.1  # the released config (transformers' gpt2: resid, embd and attn dropout 0.1); the paper is silent
+DROPOUT = 0.1  # the released config (transformers' gpt2: resid, embd, attn dropout 0.1); the paper is silent
 FAST_ATTENTION = True  # F.scaled_dot_product_attention; False = the explicit masked softmax, same numbers
 
 # --- optimisation -----------------------------------------------------------------------------------------
@@ -53,7 +53,7 @@ PROMPT = "The"  # the text to continue
 SAMPLE_TOKENS = 100  # tokens to generate
 TEMPERATURE = 1.0  # <1 sharpens the distribution, >1 flattens it
 TOP_K = 0  # sample among the k likeliest tokens only (0 = no limit; 1 = greedy)
-TOP_P = 0.9  # nucleus sampling, Holtzman et al. 2019: the smallest set of tokens holding p of the probability
+TOP_P = 0.9  # nucleus (Holtzman et al. 2019): the fewest tokens holding p of the probability (0 = off)
 STOP = ""  # stop when the generated text contains this string (as well as at <|endoftext|>)
 USE_CACHE = True  # the KV cache: keys and values of earlier positions are kept, not recomputed
 
@@ -62,9 +62,10 @@ ZS_PASSAGES = 500  # LAMBADA-style passages built from held-out documents
 ZS_CONTEXT_WORDS = 60  # words of context before the word to predict
 ZS_PPL_TOKENS = 100_000  # held-out tokens scored for perplexity (0 = all)
 
-# The four models of the paper, for reference. PAPER: GPT-2 Table 2 (layers, d_model); heads from openai/gpt-2
-# hparams.json; context 1,024 and vocabulary 50,257 (§2.2-2.3), tied head. The paper's names 117M/345M/762M/
-# 1542M are not their sizes: counted exactly they have 124,439,808 / 354,823,168 / 774,030,080 / 1,557,611,200.
+# The four models of the paper, for reference. PAPER: GPT-2 Table 2 (layers, d_model); heads from the
+# openai/gpt-2 hparams.json files; context 1,024 and vocabulary 50,257 (§2.2-2.3), tied head. The paper's
+# names 117M/345M/762M/1542M are not their sizes: counted exactly they have 124,439,808 / 354,823,168 /
+# 774,030,080 / 1,557,611,200 parameters.
 GPT2_SIZES = {
     "gpt2": dict(N_LAYER=12, N_HEAD=12, N_EMBD=768),  # "117M", 124,439,808 parameters
     "gpt2-medium": dict(N_LAYER=24, N_HEAD=16, N_EMBD=1024),  # "345M", 354,823,168

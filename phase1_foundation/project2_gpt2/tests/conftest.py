@@ -1,0 +1,18 @@
+"""Chapter 2's tiny settings: a GPT-2 small enough that the scripts run end to end in seconds.
+
+The corpus, the one-thread rule and the Ctrl-C stand-in are shared by every chapter (the root conftest.py).
+"""
+
+import pytest
+
+
+@pytest.fixture
+def tiny(corpus_file, tmp_path_factory):
+    """Settings for a model small enough to train for a few dozen steps in a few seconds."""
+    data_dir = tmp_path_factory.getbasetemp() / "prepared2"  # shared: the tokenizer trains once per session
+    return [
+        f"--TEXT_FILE={corpus_file}", f"--DATA_DIR={data_dir}", "--DEVICE=cpu", "--PRESET=cpu",
+        "--VOCAB_SIZE=512", "--N_LAYER=2", "--N_HEAD=2", "--N_EMBD=32", "--BLOCK_SIZE=32", "--BATCH_SIZE=4",
+        "--GRAD_ACCUM_STEPS=2", "--MAX_ITERS=20", "--WARMUP_ITERS=5", "--EVAL_INTERVAL=10", "--EVAL_ITERS=2",
+        "--SAMPLE_TOKENS=10", "--ZS_PASSAGES=20", "--ZS_PPL_TOKENS=2000",
+    ]

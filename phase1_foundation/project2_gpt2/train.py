@@ -1,0 +1,275 @@
+"""Pre-train GPT-2 with next-token prediction, on one device or on several with data parallelism.
+
+    uv run python phase1_foundation/project2_gpt2/train.py                  # preset picked by your device
+    uv run python phase1_foundation/project2_gpt2/train.py --MAX_ITERS=200  # any config.py name
+    uv run python phase1_foundation/project2_gpt2/train.py --RESUME=latest  # continue exactly
+    uv run torchrun --nproc_per_node=4 phase1_foundation/project2_gpt2/train.py  # 4 GPUs, one process each
+
+Config -> data -> model -> optimizer -> loop -> checkpoint, as in chapter 1. What is new is data parallelism
+(DDP): torchrun starts one process per GPU, each holding a full copy of the model. Every step, each process
+runs its share of the batch forward and backward, DDP averages the gradients across processes, and every
+copy takes the same optimizer step, so the copies stay identical. One process or eight, the run is the same
+run: the same global batch, the same losses, the same weights.
+"""
+
+import contextlib
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from common import checkpoint as ckpt
+from common.config import load_config
+from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
+from common.interrupt import GracefulInterrupt
+from common.metrics import (
+    MetricsLog,
+    check_finite,
+    matmul_flops,
+    mfu,
+    peak_flops,
+    plot_losses,
+    progress,
+    read_metrics,
+    save_summary,
+)
+from common.optim import adamw, set_lr, warmup_cosine
+from common.tokens import Batches, load_tokens, read_meta
+from phase1_foundation.project2_gpt2 import config
+from phase1_foundation.project2_gpt2.baselines import bigram_cross_entropy, unigram_cross_entropy
+from phase1_foundation.project2_gpt2.download_data import prepare
+from phase1_foundation.project2_gpt2.model import GPT, KIND, PREFIX, GPTConfig
+from phase1_foundation.project2_gpt2.tokenizer import load_tokenizer
+
+SHAPE_KEYS = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")  # what a resume must match
+SCRIPT = "phase1_foundation/project2_gpt2/train.py"
+
+
+# --- data parallelism ---------------------------------------------------------------------------------------
+
+def start_processes(cfg: SimpleNamespace) -> tuple[int, int, torch.device]:
+    """(rank, world_size, device) of this process. Under torchrun (which sets RANK, WORLD_SIZE, LOCAL_RANK),
+    join the process group: NCCL between GPUs, gloo between CPU processes."""
+    if "RANK" not in os.environ:
+        return 0, 1, torch.device(cfg.DEVICE)
+    device = torch.device(cfg.DEVICE)
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))  # one GPU per process on each machine
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return dist.get_rank(), dist.get_world_size(), device
+
+
+def mean_over_processes(value: torch.Tensor, world_size: int) -> float:
+    """The average of a scalar over all processes: each computed its loss on its own share of the batch."""
+    if world_size > 1:
+        value = value.clone()
+        dist.all_reduce(value)  # sum
+        value /= world_size
+    return value.item()
+
+
+def prepare_once(cfg: SimpleNamespace, rank: int, world_size: int) -> Path:
+    """The prepared-data folder: rank 0 builds it if needed while the other processes wait, then find it."""
+    if rank == 0:
+        data_dir = prepare(cfg)
+    if world_size > 1:
+        dist.barrier()
+    return prepare(cfg) if rank else data_dir
+
+
+def optimizer_step(stepper: torch.nn.Module, model: GPT, batches: Batches, optimizer: torch.optim.Optimizer,
+                   scaler: torch.amp.GradScaler, cfg: SimpleNamespace, world_size: int) -> float:
+    """One optimizer step over GRAD_ACCUM_STEPS micro-batches; the mean loss over them and all processes.
+
+    `stepper` is the model as it is run: compiled, wrapped in DistributedDataParallel, or the model itself.
+    """
+    loss_sum = torch.zeros((), device=batches.device)
+    for micro in range(cfg.GRAD_ACCUM_STEPS):
+        last = micro == cfg.GRAD_ACCUM_STEPS - 1
+        # DDP averages the gradients across processes during backward(), a round of communication; the
+        # micro-steps before the last only add to the local gradients, so they skip it (no_sync).
+        with stepper.no_sync() if world_size > 1 and not last else contextlib.nullcontext():
+            x, y = batches.next()  # (B / world_size, T) each
+            with autocast(batches.device):
+                _, loss = stepper(x, y)
+            scaler.scale(loss / cfg.GRAD_ACCUM_STEPS).backward()
+        loss_sum += loss.detach()
+    scaler.unscale_(optimizer)  # so that clipping sees the true gradients (fp16 scales them)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    return mean_over_processes(loss_sum, world_size) / cfg.GRAD_ACCUM_STEPS
+
+
+def every_rng_state(world_size: int) -> list[dict] | None:
+    """Every process's random generators, in rank order (each draws its own dropout masks); None alone."""
+    if world_size == 1:
+        return None
+    states = [None] * world_size
+    dist.all_gather_object(states, ckpt.rng_state())
+    return states
+
+
+# --- measuring ----------------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def evaluate(model: GPT, tokens: np.ndarray, cfg: SimpleNamespace, device: torch.device) -> float:
+    """Mean loss on the same EVAL_ITERS validation batches every time, so two evaluations are comparable."""
+    model.eval()
+    batches = Batches(tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed=cfg.SEED + 1)
+    losses = []
+    for _ in range(cfg.EVAL_ITERS):
+        x, y = batches.next()
+        with autocast(device):
+            losses.append(model(x, y)[1].item())
+    model.train()
+    return sum(losses) / len(losses)
+
+
+def main(argv: list[str] | None = None) -> dict | None:
+    if int(os.environ.get("RANK", "0")) > 0:
+        sys.stdout = open(os.devnull, "w")  # under torchrun only rank 0 speaks; the others would repeat it
+    cfg = load_config(config, argv)
+    rank, world_size, device = start_processes(cfg)
+    try:
+        return train(cfg, rank, world_size, device)
+    finally:
+        if world_size > 1:
+            dist.destroy_process_group()
+
+
+def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device) -> dict | None:
+    # --- device -----------------------------------------------------------------------------------------
+    enable_tf32()
+    seed_everything(cfg.SEED)  # the same initial weights in every process
+    print(f"device: {describe(device)}" + (f" x {world_size} processes" if world_size > 1 else "")
+          + ("" if peak_flops(device) else "; peak FLOP/s unknown, so MFU is n/a"))
+
+    # --- data: prepared once (by rank 0), read here as memmapped token files ----------------------------
+    data_dir = prepare_once(cfg, rank, world_size)
+    tokenizer = load_tokenizer(data_dir)
+    train_tokens, val_tokens = load_tokens(data_dir, "train"), load_tokens(data_dir, "val")
+    print(f"tokenizer: {cfg.TOKENIZER}, {tokenizer.vocab_size:,} tokens; "
+          f"data: {len(train_tokens):,} train / {len(val_tokens):,} val tokens")
+
+    # --- model, optimizer, and the data-parallel wrapper --------------------------------------------------
+    model = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=cfg.BLOCK_SIZE, n_layer=cfg.N_LAYER,
+                          n_head=cfg.N_HEAD, n_embd=cfg.N_EMBD, dropout=cfg.DROPOUT,
+                          fast_attention=cfg.FAST_ATTENTION)).to(device)
+    optimizer = adamw(model, cfg.LEARNING_RATE, cfg.WEIGHT_DECAY, cfg.BETAS, device)
+    scaler = grad_scaler(device)
+    batches = Batches(train_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed=cfg.SEED,
+                      rank=rank, world_size=world_size)  # each process reads its own rows of every batch
+    tokens_per_step = cfg.BATCH_SIZE * cfg.GRAD_ACCUM_STEPS * cfg.BLOCK_SIZE  # over all processes
+    flops_per_token = model.flops_per_token()
+    print(f"model: {model.num_parameters():,} parameters ({model.num_parameters(non_embedding=True):,} "
+          f"non-embedding); {tokens_per_step:,} tokens per step")
+
+    run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
+                           batches=batches, extra={"tokenizer": str(data_dir), "world_size": world_size})
+    step = run.resume(SHAPE_KEYS, rank=rank)  # every process loads the same weights and optimizer state
+    if not cfg.RESUME:
+        seed_everything(cfg.SEED + rank)  # same weights everywhere, but each process its own dropout masks
+    log = MetricsLog(run.out_dir / "metrics.jsonl", resume_step=step if cfg.RESUME else None) if rank == 0 \
+        else None
+
+    stepper = torch.compile(model) if cfg.COMPILE else model  # the same module, its forward compiled
+    if world_size > 1:
+        stepper = DistributedDataParallel(stepper, device_ids=[device] if device.type == "cuda" else None)
+
+    # --- the loop: warmup + cosine LR, accumulation, clipping, periodic validation and checkpoints ----------
+    start, last_path, val_loss = time.perf_counter(), None, float("nan")
+    bar = progress(cfg.MAX_ITERS, initial=step) if rank == 0 else None
+    with GracefulInterrupt() as interrupt:
+        while step < cfg.MAX_ITERS:
+            lr = warmup_cosine(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
+                               total_steps=cfg.MAX_ITERS, floor=cfg.MIN_LR_RATIO)
+            set_lr(optimizer, lr)
+            step_start = time.perf_counter()
+            train_loss = optimizer_step(stepper, model, batches, optimizer, scaler, cfg, world_size)
+            step += 1
+
+            check_finite(train_loss, step, last_path)
+            tokens_per_second = tokens_per_step / (time.perf_counter() - step_start)
+            record = dict(step=step, train_loss=train_loss, lr=lr, tokens_per_second=tokens_per_second)
+            evaluating = step % cfg.EVAL_INTERVAL == 0 or step == cfg.MAX_ITERS
+            stopping = interrupt_requested(interrupt, world_size) and step < cfg.MAX_ITERS
+            if evaluating or stopping:
+                rng = every_rng_state(world_size)  # every process takes part; only rank 0 writes
+                if rank == 0:
+                    if evaluating:
+                        val_loss = record["val_loss"] = evaluate(model, val_tokens, cfg, device)
+                    last_path = run.save(step, record.get("val_loss", train_loss), rng=rng)
+            if rank == 0:
+                log.log(**record)
+                utilisation = mfu(flops_per_token, tokens_per_second / world_size, device)  # per GPU
+                bar.set_postfix(loss=f"{train_loss:.3f}", val=f"{val_loss:.3f}",
+                                tok_s=f"{tokens_per_second:,.0f}",
+                                mfu="n/a" if utilisation is None else f"{utilisation:.0%}")
+                bar.update()
+            if stopping:
+                if rank == 0:
+                    bar.close()
+                interrupt.exit_saved(last_path, SCRIPT)
+    wall = time.perf_counter() - start
+    if rank:
+        return None
+    bar.close()
+    return summarize(cfg, model, data_dir, val_loss, step, wall, last_path, device)
+
+
+def interrupt_requested(interrupt: GracefulInterrupt, world_size: int) -> bool:
+    """Ctrl-C reaches every process torchrun started, but not necessarily between the same two steps: the
+    processes agree to stop if any of them saw it, so all of them save at the same step."""
+    if world_size == 1:
+        return interrupt.requested
+    flag = torch.tensor(float(interrupt.requested))
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+def summarize(cfg: SimpleNamespace, model: GPT, data_dir: Path, val_loss: float, steps: int, wall: float,
+              checkpoint: Path, device: torch.device) -> dict:
+    """The end of a run: the baselines to beat, a loss curve, a sample, and the numbers the README quotes,
+    printed and saved as summary.json."""
+    out_dir = Path(cfg.OUT_DIR)
+    tokenizer = load_tokenizer(data_dir)
+    train_tokens, val_tokens = load_tokens(data_dir, "train"), load_tokens(data_dir, "val")
+    unigram = unigram_cross_entropy(np.asarray(train_tokens), np.asarray(val_tokens), tokenizer.vocab_size)
+    bigram = bigram_cross_entropy(np.asarray(train_tokens), np.asarray(val_tokens), tokenizer.vocab_size)
+    plot = plot_losses(out_dir / "metrics.jsonl", out_dir / "loss.png",
+                       title=f"GPT-2 on {read_meta(data_dir)['corpus']}",
+                       references={"loss": {"unigram": unigram, "bigram": bigram}})
+    records = read_metrics(out_dir / "metrics.jsonl")
+    tokens_per_second = np.median([r["tokens_per_second"] for r in records]) if records else float("nan")
+    model.eval()
+    prompt = torch.tensor([tokenizer.encode(cfg.PROMPT)], device=device)
+    generator = torch.Generator(device).manual_seed(cfg.SEED)
+    sample = model.generate(prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None,
+                            top_p=cfg.TOP_P or None, eos_id=tokenizer.eot_id, generator=generator)
+    print(f"\n--- sample ---\n{tokenizer.decode(sample[0].tolist())}\n--------------")
+    summary = {
+        "val_loss": val_loss, "val_perplexity": math.exp(val_loss), "unigram_loss": unigram,
+        "bigram_loss": bigram, "steps": steps, "wall_seconds": wall,
+        "tokens_per_second": float(tokens_per_second), "matmul_flops": matmul_flops(device),
+        "checkpoint": str(checkpoint), "loss_curve": str(plot), "data_dir": str(data_dir),
+    }
+    print(f"val loss {val_loss:.3f} nats (perplexity {math.exp(val_loss):.1f}); a bigram model {bigram:.3f}, "
+          f"a unigram model {unigram:.3f}\n{steps} steps in {wall / 60:.1f} min, median "
+          f"{tokens_per_second:,.0f} tokens/s (this device's matmuls: "
+          f"{summary['matmul_flops'] / 1e9:,.0f} GFLOP/s)\ncheckpoint: {checkpoint}\nloss curve: {plot}")
+    save_summary(out_dir, summary)
+    return summary
+
+
+if __name__ == "__main__":
+    main()
