@@ -1,0 +1,38 @@
+"""Worked solutions of chapter 2's exercises.
+
+Each takes the chapter's --NAME=value settings, plus --OUT_DIR.
+"""
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from common import checkpoint as ckpt
+from common.config import REPO_ROOT
+from common.metrics import run_training
+from phase1_foundation.project2_gpt2.model import PREFIX
+
+
+def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
+    """This exercise's output folder (--OUT_DIR, else a default) and the settings passed on to the chapter."""
+    argv = sys.argv[1:] if argv is None else argv
+    out_dir = REPO_ROOT / "checkpoints" / "project2" / "exercises" / name
+    for arg in argv:
+        if arg.startswith("--OUT_DIR="):
+            out_dir = Path(arg.removeprefix("--OUT_DIR="))
+    return out_dir, [arg for arg in argv if not arg.startswith("--OUT_DIR=")]
+
+
+def run_train(settings: list[str], out_dir: Path) -> dict:
+    """Run the chapter's train.py with `settings` into out_dir, exactly as from the shell, and return the
+    summary it leaves there (val_loss, unigram_loss, checkpoint, ...)."""
+    return run_training("phase1_foundation.project2_gpt2.train", settings, out_dir)
+
+
+def find_or_train(cfg: SimpleNamespace, settings: list[str], out_dir: Path) -> Path:
+    """The GPT-2 to study: --CHECKPOINT=path if given, else the newest one train.py left in the chapter's
+    OUT_DIR, else a new run of train.py with your settings into out_dir/gpt2."""
+    if cfg.CHECKPOINT != "latest" or any(Path(cfg.OUT_DIR).glob(f"{PREFIX}_iter*.pt")):
+        return ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)
+    print(f"no checkpoint in {cfg.OUT_DIR} yet: training one first, into {out_dir / 'gpt2'}")
+    return Path(run_train(settings, out_dir / "gpt2")["checkpoint"])

@@ -1,0 +1,101 @@
+"""Exercise 3: what the KV cache buys, as the sequence grows.
+
+Generate greedily from a one-token prompt up to a total length of 64, 128, 256 and 512 tokens (BLOCK_SIZE / 8,
+/ 4, / 2 and BLOCK_SIZE), once with the KV cache and once without, and measure the tokens per second of each.
+The model has the chapter's shape and GPT-2's 50,257-token vocabulary; speed does not depend on what the
+weights have learned, so they are left as initialised, and BLOCK_SIZE is raised to 512 to leave room.
+
+    uv run python phase1_foundation/project2_gpt2/exercises/ex3_kv_cache_speed.py
+    uv run python phase1_foundation/project2_gpt2/exercises/ex3_kv_cache_speed.py --BLOCK_SIZE=1024
+
+Without the cache, every new token runs the whole sequence so far through the model again: at length t that
+is t positions through every projection, MLP and the output head, and a t x t attention matrix in every
+layer, to use the last row alone. With it, only the new token goes through; its query meets the t cached keys
+and values, so the projections, MLP and head cost the same at every length and only the attention to the
+cache grows with t. Per new token, the work goes from growing with t (t^2 in attention) to constant (t in
+attention).
+
+What you should see: without the cache the tokens per second fall roughly in half each time the length
+doubles; with it they stay nearly level, and the speed-up grows with the length, to tens of times at 512
+tokens on a CPU. (A GPU runs the small single-token steps far below its capacity, so there the speed-up at
+these lengths is smaller.) Both give the same tokens: the cache changes how the keys and values are obtained,
+not what they are, and the script checks that the two greedy outputs are identical. The table is also drawn
+as OUT_DIR/kv_cache_speed.png (default OUT_DIR: checkpoints/project2/exercises/ex3_kv_cache_speed).
+"""
+
+import time
+from pathlib import Path
+
+import torch
+from matplotlib.figure import Figure
+
+from common.config import load_config
+from common.device import seed_everything
+from phase1_foundation.project2_gpt2 import config
+from phase1_foundation.project2_gpt2.config import GPT2_VOCAB
+from phase1_foundation.project2_gpt2.exercises import parse_args
+from phase1_foundation.project2_gpt2.model import GPT, GPTConfig
+
+SETTINGS = ["--BLOCK_SIZE=512"]  # your own --NAME=value settings come after this one, so they win
+FRACTIONS = (8, 4, 2, 1)  # total lengths BLOCK_SIZE / 8, / 4, / 2 and BLOCK_SIZE
+
+
+def timed_generate(model: GPT, prompt: torch.Tensor, new_tokens: int, use_cache: bool
+                   ) -> tuple[torch.Tensor, float]:
+    """Greedy continuation of prompt (1, T) by new_tokens tokens, and the seconds it took."""
+    synchronize = torch.cuda.synchronize if prompt.device.type == "cuda" else (lambda: None)
+    synchronize()
+    start = time.perf_counter()
+    out = model.generate(prompt, new_tokens, temperature=0, use_cache=use_cache)  # (1, T + new_tokens)
+    synchronize()
+    return out, time.perf_counter() - start
+
+
+def plot(lengths: list[int], speeds: dict, png_path: Path) -> None:
+    """Tokens per second against total length, with and without the cache, on log-log axes."""
+    fig = Figure(figsize=(7, 5))
+    ax = fig.subplots()
+    for use_cache, label in ((True, "with the KV cache"), (False, "without (the whole sequence again)")):
+        ax.plot(lengths, speeds[use_cache], "o-", label=label)
+    ax.set(xscale="log", yscale="log", xticks=lengths, xticklabels=[str(n) for n in lengths],
+           xlabel="total length (tokens)", ylabel="generated tokens per second", title="greedy generation")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png_path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    out_dir, settings = parse_args(argv, "ex3_kv_cache_speed")
+    cfg = load_config(config, [*SETTINGS, *settings])
+    device = torch.device(cfg.DEVICE)
+    seed_everything(cfg.SEED)
+    model = GPT(GPTConfig(vocab_size=GPT2_VOCAB, block_size=cfg.BLOCK_SIZE, n_layer=cfg.N_LAYER,
+                          n_head=cfg.N_HEAD, n_embd=cfg.N_EMBD, dropout=cfg.DROPOUT,
+                          fast_attention=cfg.FAST_ATTENTION)).to(device).eval()
+    print(f"model: {cfg.N_LAYER} layers x {cfg.N_EMBD}, {model.num_parameters():,} parameters, on {device}")
+    prompt = torch.randint(GPT2_VOCAB, (1, 1), generator=torch.Generator().manual_seed(cfg.SEED)).to(device)
+    for use_cache in (True, False):  # the first calls pay for memory allocation and kernel set-up
+        timed_generate(model, prompt, 8, use_cache)
+
+    lengths = [cfg.BLOCK_SIZE // n for n in FRACTIONS]
+    speeds = {True: [], False: []}
+    print(f"\n{'total length':>12}{'tokens/s without':>18}{'with the cache':>16}{'speed-up':>10}")
+    for length in lengths:
+        outputs = {}
+        for use_cache in (False, True):
+            outputs[use_cache], seconds = timed_generate(model, prompt, length - 1, use_cache)
+            speeds[use_cache].append((length - 1) / seconds)
+        if not torch.equal(outputs[True], outputs[False]):
+            raise SystemExit(f"error: at length {length} the cached and uncached greedy outputs differ")
+        print(f"{length:>12}{speeds[False][-1]:>18,.0f}{speeds[True][-1]:>16,.0f}"
+              f"{speeds[True][-1] / speeds[False][-1]:>9.1f}x")
+    png = out_dir / "kv_cache_speed.png"
+    plot(lengths, speeds, png)
+    print(f"greedy outputs identical with and without the cache at every length\nplot: {png}")
+    return {"lengths": lengths, "with_cache": speeds[True], "without_cache": speeds[False],
+            "speedup": [a / b for a, b in zip(speeds[True], speeds[False], strict=True)], "plot": str(png)}
+
+
+if __name__ == "__main__":
+    main()
