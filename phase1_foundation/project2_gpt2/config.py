@@ -76,10 +76,11 @@ GPT2_CONTEXT, GPT2_VOCAB = 1024, 50257
 
 # What a laptop can afford. Only the names listed change; everything else keeps the values above.
 PRESETS = {
-    # A laptop GPU (RTX 3050-class, 4 GB): a 6-layer GPT-2 in minutes.
+    # A laptop GPU (RTX 3050-class, 4 GB): a 6-layer GPT-2 in minutes. 1,000 steps read wiki-sample (the
+    # offline corpus) 12 times; run to 3,000, the validation loss turned up after step 750 (measured, H200).
     "gpu": dict(
         N_LAYER=6, N_HEAD=6, N_EMBD=384, BLOCK_SIZE=256, BATCH_SIZE=32, GRAD_ACCUM_STEPS=1,
-        LEARNING_RATE=1e-3, WARMUP_ITERS=200, MAX_ITERS=3000, COMPILE=True,
+        LEARNING_RATE=1e-3, WARMUP_ITERS=100, MAX_ITERS=1000, EVAL_INTERVAL=100, COMPILE=True,
     ),
     # Two CPU cores: a 4-layer GPT-2 in about ten minutes.
     "cpu": dict(

@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     try:
         return train(cfg, rank, world_size, device)
     finally:
-        if world_size > 1:
+        if dist.is_initialized():
             dist.destroy_process_group()
 
 
@@ -173,6 +173,10 @@ def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device
     flops_per_token = model.flops_per_token()
     print(f"model: {model.num_parameters():,} parameters ({model.num_parameters(non_embedding=True):,} "
           f"non-embedding); {tokens_per_step:,} tokens per step")
+    epochs = cfg.MAX_ITERS * tokens_per_step / len(train_tokens)
+    if epochs > 10:  # a small model starts to memorise text it has read this often
+        print(f"note: {cfg.MAX_ITERS:,} steps read the training tokens {epochs:.0f} times over; watch the "
+              "validation loss for overfitting, or use a larger corpus (--CORPUS=wikitext-103)")
 
     run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
                            batches=batches, extra={"tokenizer": str(data_dir), "world_size": world_size})
