@@ -13,6 +13,6 @@ def tiny(corpus_file, tmp_path_factory):
     return [
         f"--TEXT_FILE={corpus_file}", f"--DATA_DIR={data_dir}", "--DEVICE=cpu", "--PRESET=cpu",
         "--VOCAB_SIZE=512", "--N_LAYER=2", "--N_HEAD=2", "--N_EMBD=32", "--BLOCK_SIZE=32", "--BATCH_SIZE=4",
-        "--GRAD_ACCUM_STEPS=2", "--MAX_ITERS=20", "--WARMUP_ITERS=5", "--EVAL_INTERVAL=10", "--EVAL_ITERS=2",
-        "--SAMPLE_TOKENS=10", "--ZS_PASSAGES=20", "--ZS_PPL_TOKENS=2000",
+        "--DROPOUT=0.1", "--GRAD_ACCUM_STEPS=2", "--MAX_ITERS=20", "--WARMUP_ITERS=5", "--EVAL_INTERVAL=10",
+        "--EVAL_ITERS=2", "--SAMPLE_TOKENS=10", "--ZS_PASSAGES=20", "--ZS_PPL_TOKENS=2000",
     ]
