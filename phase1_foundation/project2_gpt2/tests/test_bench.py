@@ -1,0 +1,28 @@
+"""bench.py runs both races end to end, from the same weights: the same first loss, the same greedy tokens.
+Speed is never asserted: it depends on the machine and on what else it is doing."""
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from phase1_foundation.project2_gpt2 import bench  # noqa: E402
+
+TINY = ["--DEVICE=cpu", "--N_LAYER=1", "--N_HEAD=2", "--N_EMBD=32", "--BLOCK_SIZE=16", "--BATCH_SIZE=4",
+        "--VOCAB_SIZE=128", "--SAMPLE_TOKENS=6"]
+
+
+@pytest.mark.parametrize("fast", ["true", "false"], ids=["sdpa", "eager"])
+def test_bench_races_two_equal_models(capsys, fast):
+    results = bench.main([*TINY, f"--FAST_ATTENTION={fast}"], rounds=1, steps=2)
+    out = capsys.readouterr().out
+    for race in ("training", "generation"):
+        for side in ("ours", "theirs"):
+            assert results[race][side]["tokens_per_second"] > 0 and results[race][side]["ms_per_round"] > 0
+        assert results[race]["ratio"] > 0
+    assert out.count("ours / theirs:") == 2 and "transformers GPT2LMHeadModel" in out
+    assert f"attn_implementation={'sdpa' if fast == 'true' else 'eager'!r}" in out
+    assert "a 8-token prompt + 6 new tokens" in out  # half the block at most, so both fit in it
+    # The same weights give the same loss and the same greedy tokens: the race is between two equal models.
+    first = results["first_batch_loss"]
+    assert first["ours"] == pytest.approx(first["theirs"], abs=1e-5) and first["ours"] > 1.0  # log 128 = 4.85
+    assert results["generation"]["same_tokens"]
