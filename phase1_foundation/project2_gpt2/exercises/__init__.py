@@ -30,9 +30,13 @@ def run_train(settings: list[str], out_dir: Path) -> dict:
 
 
 def find_or_train(cfg: SimpleNamespace, settings: list[str], out_dir: Path) -> Path:
-    """The GPT-2 to study: --CHECKPOINT=path if given, else the newest one train.py left in the chapter's
-    OUT_DIR, else a new run of train.py with your settings into out_dir/gpt2."""
-    if cfg.CHECKPOINT != "latest" or any(Path(cfg.OUT_DIR).glob(f"{PREFIX}_iter*.pt")):
+    """The GPT-2 to study: --CHECKPOINT=path if given; else the newest one train.py left in the chapter's
+    OUT_DIR; else the one an earlier run of this exercise trained into out_dir/gpt2; else a new run of
+    train.py with your settings, into out_dir/gpt2."""
+    if cfg.CHECKPOINT != "latest":
         return ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)
+    for folder in (Path(cfg.OUT_DIR), out_dir / "gpt2"):
+        if any(folder.glob(f"{PREFIX}_iter*.pt")):
+            return ckpt.find_checkpoint("latest", folder, PREFIX)
     print(f"no checkpoint in {cfg.OUT_DIR} yet: training one first, into {out_dir / 'gpt2'}")
     return Path(run_train(settings, out_dir / "gpt2")["checkpoint"])

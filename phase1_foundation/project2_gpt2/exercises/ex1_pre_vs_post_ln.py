@@ -12,19 +12,20 @@ gradient of each layer's weights (on one fixed batch, at initialisation and ever
     uv run python phase1_foundation/project2_gpt2/exercises/ex1_pre_vs_post_ln.py --N_LAYER=12
 
 What you should see: at initialisation the gradients of both reach every layer: post-LN's are level from
-bottom to top, pre-LN's a little larger at the bottom. Within the first fifty steps post-LN's gradients in
-the bottom layers collapse to 1e-4 of those at the top and smaller, and its loss stays on the unigram
-plateau (the loss of a model that ignores the context) for the whole run, while pre-LN's gradients stay
-within a small factor of each other and its loss falls below the plateau and keeps falling. In post-LN the
-only path from the loss to layer l passes through every LayerNorm above it, and each divides the gradient by
-the spread of what it normalises; once training makes the sub-blocks' outputs as large as the stream they
-are added to, that is a factor well above one per LayerNorm, 48 times over (Xiong et al. 2020, "On Layer
-Normalization in the Transformer Architecture", analyse this; Liu et al. 2020 add how post-LN's layers come
-to depend on each other). Pre-LN's residual stream is a plain sum from the embedding to ln_f, so every layer
-gets the loss's gradient directly. (At initialisation neither shows it: GPT-2's small N(0, 0.02) weights make
-every sub-block's output tiny next to the stream, and each LayerNorm then passes the gradient on almost
-unchanged.) The curves and the gradients are saved as OUT_DIR/pre_vs_post_ln.png (default OUT_DIR:
-checkpoints/project2/exercises/ex1_pre_vs_post_ln).
+bottom to top, pre-LN's a little larger at the bottom. Within the first 25 steps post-LN's gradients in the
+bottom layers fall to about a millionth of those at the top, a straight line on the plot's log scale (the
+same factor lost at every layer), and its loss stays on the unigram plateau (the loss of a model that
+ignores the context) for the whole run; pre-LN's gradients stay within a small factor of each other, and its
+loss falls below the plateau and keeps falling. In post-LN the only path from the loss to layer l passes
+through every LayerNorm above it, and each divides the gradient by the spread of what it normalises; once
+training makes the sub-blocks' outputs as large as the stream they are added to, that is a factor above one
+per LayerNorm, 48 times over (Xiong et al. 2020, "On Layer Normalization in the Transformer Architecture",
+analyse these gradients; Liu et al. 2020, "Understanding the Difficulty of Training Transformers", add that
+post-LN's heavy reliance on its residual branches amplifies every update). Pre-LN's residual stream is a
+plain sum from the embedding to ln_f, so every layer gets the loss's gradient directly. (At initialisation
+neither shows it: GPT-2's small N(0, 0.02) weights make every sub-block's output tiny next to the stream,
+and each LayerNorm then passes the gradient on almost unchanged.) The curves and the gradients are saved as
+OUT_DIR/pre_vs_post_ln.png (default OUT_DIR: checkpoints/project2/exercises/ex1_pre_vs_post_ln).
 """
 
 import math
@@ -38,7 +39,7 @@ from matplotlib.figure import Figure
 from torch import Tensor, nn
 
 from common.config import load_config
-from common.device import grad_scaler, seed_everything
+from common.device import seed_everything
 from common.optim import adamw, set_lr, warmup_cosine
 from common.tokens import Batches, load_tokens
 from phase1_foundation.project2_gpt2 import config
@@ -47,7 +48,6 @@ from phase1_foundation.project2_gpt2.download_data import prepare
 from phase1_foundation.project2_gpt2.exercises import parse_args
 from phase1_foundation.project2_gpt2.model import GPT, Block, GPTConfig, KVCache
 from phase1_foundation.project2_gpt2.tokenizer import load_tokenizer
-from phase1_foundation.project2_gpt2.train import evaluate, optimizer_step
 
 # The exercise's changes to the preset: 24 layers (GPT-2 medium's depth), narrow enough to train on a CPU in
 # minutes, the chapter's learning rate with a short warmup, only the first 200 steps, where the two differ
@@ -97,6 +97,31 @@ def layer_gradient_norms(model: GPT, x: Tensor, y: Tensor) -> list[float]:
     return norms
 
 
+def train_step(model: GPT, batches: Batches, optimizer: torch.optim.Optimizer, cfg: SimpleNamespace) -> float:
+    """One optimizer step as train.py takes it on one device, in fp32: GRAD_ACCUM_STEPS micro-batches, the
+    gradient clipped at GRAD_CLIP, AdamW. Returns the mean loss over the micro-batches."""
+    total = 0.0
+    for _ in range(cfg.GRAD_ACCUM_STEPS):
+        x, y = batches.next()  # (B, T) each
+        _, loss = model(x, y)
+        (loss / cfg.GRAD_ACCUM_STEPS).backward()
+        total += loss.item()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return total / cfg.GRAD_ACCUM_STEPS
+
+
+@torch.no_grad()
+def validation_loss(model: GPT, val_tokens: np.ndarray, cfg: SimpleNamespace, device: torch.device) -> float:
+    """Mean loss on EVAL_ITERS validation batches, the same ones for both models."""
+    model.eval()
+    batches = Batches(val_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed=cfg.SEED + 1)
+    loss = sum(model(*batches.next())[1].item() for _ in range(cfg.EVAL_ITERS)) / cfg.EVAL_ITERS
+    model.train()
+    return loss
+
+
 def bottom_over_top(norms: list[float]) -> float:
     """Median gradient norm of the bottom quarter of the layers over that of the top quarter: 1 when every
     layer gets the same, far below 1 when the gradient vanishes on its way down."""
@@ -106,12 +131,11 @@ def bottom_over_top(norms: list[float]) -> float:
 
 def train_variant(post_ln: bool, cfg: SimpleNamespace, vocab_size: int, train_tokens: np.ndarray,
                   val_tokens: np.ndarray, device: torch.device) -> dict:
-    """Train one arrangement with train.py's optimizer step; its losses and its per-layer gradient norms."""
+    """Train one arrangement as train.py would; its losses and its per-layer gradient norms."""
     model = build(GPTConfig(vocab_size=vocab_size, block_size=cfg.BLOCK_SIZE, n_layer=cfg.N_LAYER,
                             n_head=cfg.N_HEAD, n_embd=cfg.N_EMBD, dropout=cfg.DROPOUT,
                             fast_attention=cfg.FAST_ATTENTION), post_ln, cfg.SEED).to(device)
     optimizer = adamw(model, cfg.LEARNING_RATE, cfg.WEIGHT_DECAY, cfg.BETAS, device)
-    scaler = grad_scaler(device)
     batches = Batches(train_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed=cfg.SEED)  # same for both
     probe = Batches(val_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed=cfg.SEED).next()  # fixed batch
     gradients = {0: layer_gradient_norms(model, *probe)}
@@ -119,14 +143,14 @@ def train_variant(post_ln: bool, cfg: SimpleNamespace, vocab_size: int, train_to
     for step in range(cfg.MAX_ITERS):
         set_lr(optimizer, warmup_cosine(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
                                         total_steps=cfg.MAX_ITERS, floor=cfg.MIN_LR_RATIO))
-        losses.append(optimizer_step(model, model, batches, optimizer, scaler, cfg, world_size=1))
+        losses.append(train_step(model, batches, optimizer, cfg))
         if (step + 1) % cfg.EVAL_INTERVAL == 0 or step + 1 == cfg.MAX_ITERS:
             gradients[step + 1] = layer_gradient_norms(model, *probe)
     print(f"{VARIANTS['post_ln' if post_ln else 'pre_ln']}: {cfg.MAX_ITERS} steps in "
           f"{time.perf_counter() - start:.0f} s")
     last = losses[-10:]
     return {"losses": losses, "train_loss": sum(last) / len(last),
-            "val_loss": evaluate(model, val_tokens, cfg, device), "gradients": gradients,
+            "val_loss": validation_loss(model, val_tokens, cfg, device), "gradients": gradients,
             "bottom_over_top": {step: bottom_over_top(norms) for step, norms in gradients.items()}}
 
 

@@ -9,20 +9,23 @@ the probability the top k hold, and how sure the model was (the probability of i
     uv run python phase1_foundation/project2_gpt2/exercises/ex4_top_k_vs_top_p.py
     uv run python phase1_foundation/project2_gpt2/exercises/ex4_top_k_vs_top_p.py --TOP_K=10 --TOP_P=0.5
 
-It uses the model train.py saved (the newest checkpoint in checkpoints/project2, or --CHECKPOINT=...) and
-trains one first if there is none. TEMPERATURE and TOP_P are the chapter's (1.0 and 0.9); TOP_K is 40, the
-value of the openai/gpt-2 repository's sampling examples, unless you set one. The statistics are taken from
-one forward pass over each finished sample, whose logits at each position are the ones its next token was
-drawn from.
+It uses the model train.py saved (the newest checkpoint in checkpoints/project2, or --CHECKPOINT=...); if
+there is none, it trains one with the cpu or gpu preset into OUT_DIR/gpt2 first, and uses that on later runs.
+TEMPERATURE and TOP_P are the chapter's (1.0 and 0.9); TOP_K is 40, the value of the openai/gpt-2
+repository's sampling examples, unless you set one. The statistics are taken from one forward pass over each
+finished sample, whose logits at each position are the ones its next token was drawn from.
 
-What you should see: the nucleus size swings with the model's confidence, from a single token after a
-prefix that settles the next one (the second half of a word split into two tokens, "of" after "one") to
-hundreds or thousands where many continuations are plausible, like the start of a clause. Top-k keeps 40 in
-both cases: where the model is sure its 40 include dozens of tokens that together hold a percent or less, and
-where it is unsure they hold a fraction of the probability (the minimum of the top-k mass in the table), so
-the sample is drawn from a distribution truncated far more than p would. That is Holtzman et al.'s argument
-for top-p: the candidate set should follow the shape of the distribution, which no fixed k does. In a model
-trained as briefly as the cpu preset's the distributions are wide, so the nucleus is large on average.
+What you should see: the nucleus grows and shrinks with the model's confidence, while top-k keeps 40 at every
+step. In the cpu preset's model it holds one or a few tokens where the prefix settles what comes next ("to"
+after "due", "States" after "United"), about a hundred on average where the likeliest token has half the
+probability or more, and over a thousand where no token has a tenth of it, up to thousands at the start of a
+clause. So the share of the probability the fixed 40 hold swings too, from over 90% where the model is sure
+to under 20% where it is not: there top-k draws from a distribution truncated far more than p = 0.9 would.
+That is Holtzman et al.'s argument for top-p: the candidate set should follow the shape of the distribution,
+which no fixed k does. A briefly trained model is unsure almost everywhere, so here 40 is too few at nearly
+every step (the top-k holds about half the probability on average) and its samples read as more fluent than
+the nucleus's, which keeps much of a flat distribution's tail; in a well-trained model the sure steps are
+the common ones, and at those 40 is too many.
 """
 
 from pathlib import Path
@@ -106,13 +109,14 @@ def main(argv: list[str] | None = None) -> dict:
     seed_everything(cfg.SEED)
 
     samples = {}
-    for prompt in dict.fromkeys((cfg.PROMPT, *PROMPTS)):  # in order, without repeats
+    for n, prompt in enumerate(dict.fromkeys((cfg.PROMPT, *PROMPTS))):  # in order, without repeats
         ids = torch.tensor([tokenizer.encode(prompt)], device=device)  # (1, P)
         # No sliding window: every generated token's context must fit the one forward pass that measures it.
         new_tokens = min(cfg.SAMPLE_TOKENS, model.config.block_size - ids.size(1))
         samples[prompt] = {}
         for name, arguments in filters.items():
-            generator = torch.Generator(device).manual_seed(cfg.SEED)  # the same draws for both filters
+            # Each prompt its own seed; for one prompt, the same random draws with either filter.
+            generator = torch.Generator(device).manual_seed(cfg.SEED + n)
             out = model.generate(ids, new_tokens, temperature=cfg.TEMPERATURE, eos_id=tokenizer.eot_id,
                                  generator=generator, **arguments)  # (1, P + n)
             stats = step_statistics(model, out, ids.size(1), cfg.TEMPERATURE, top_k, top_p)

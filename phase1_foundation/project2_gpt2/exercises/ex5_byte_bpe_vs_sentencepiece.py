@@ -11,15 +11,18 @@ gives the text back exactly, and how many tokens are the unknown token <unk>.
     uv run python phase1_foundation/project2_gpt2/exercises/ex5_byte_bpe_vs_sentencepiece.py --VOCAB_SIZE=1024
 
 What you should see: the byte-level BPE and SentencePiece with byte fallback both give every string back
-exactly and never produce <unk>: whatever they did not learn, they spell as its UTF-8 bytes, so a Chinese
-character or an emoji costs up to 3 or 4 tokens. Without byte fallback, every character SentencePiece did not
-keep in its vocabulary (here the emoji, the CJK characters, the tab, the newline) becomes <unk>, and the text
-is lost: what comes back has "<unk>" where it was. (SentencePiece also drops characters rarer than 1 in 2,000
-of its training text, its default character_coverage, so even a character it has seen can be unknown.) On
-English the three are close, a few characters per token: they learned their merges from the same text. The
-cost of byte fallback to SentencePiece is 256 of its vocabulary for the byte pieces, on top of one piece per
-character it keeps; the byte-level BPE needs the 256 bytes and nothing per character, which is why GPT-2's
-vocabulary (§2.2) starts from bytes. The tokenizers are saved in OUT_DIR (default:
+exactly and never produce <unk>: what they did not learn they spell as its UTF-8 bytes, so each Chinese or
+Japanese character costs 3 tokens and each emoji 4 (the pieces printed at the end show them). Without
+byte fallback, every character SentencePiece did not keep becomes <unk>, a run of them a single <unk>, and the
+text is lost: it decodes with "<unk>" where the characters were. It keeps fewer than you might think: only
+the characters that cover 99.95% of its training text (its default character_coverage), 112 of them on
+wiki-sample, so besides the emoji and the CJK, "ç", "ã", "ř", "Ł", Cyrillic, most symbols, the tab and the
+newline are unknown (it learns from lines, so it never sees a newline), and even the held-out English
+article comes back with <unk> in place of its paragraph breaks. On that article the three are close, about
+3.5 characters per token: they learned their merges from the same text. Byte fallback costs SentencePiece
+256 of its vocabulary for the byte pieces, on top of one piece per character it keeps; the byte-level BPE
+needs the 256 bytes and nothing per character, which is why GPT-2's vocabulary (§2.2) starts from bytes.
+The tokenizers are saved in OUT_DIR (default:
 checkpoints/project2/exercises/ex5_byte_bpe_vs_sentencepiece).
 """  # noqa: E501 (a usage command longer than a line, kept whole so it can be copied)
 

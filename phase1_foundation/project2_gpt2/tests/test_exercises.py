@@ -66,15 +66,16 @@ def test_ex2_variance_grows_with_depth_unless_the_projections_are_scaled(tiny, t
 
 def test_ex3_the_cache_gives_the_same_tokens_faster(tiny, tmp_path):
     # The exercise stops with an error if the cached and uncached greedy outputs differ at any length.
-    results = ex3_kv_cache_speed.main([*tiny, "--BLOCK_SIZE=64", f"--OUT_DIR={tmp_path}"])
-    assert results["lengths"] == [8, 16, 32, 64]
-    # At 64 tokens the uncached model runs about 32 positions per new token, the cached one 1 (we measured
-    # 8x); timing on a shared machine is noisy, so only a clear margin is asserted.
+    results = ex3_kv_cache_speed.main([*tiny, "--BLOCK_SIZE=128", f"--OUT_DIR={tmp_path}"])
+    assert results["lengths"] == [16, 32, 64, 128]
+    # At 128 tokens the uncached model runs 64 positions per new token on average, the cached one 1 (we
+    # measured 10x and more); timing on a shared machine is noisy, so only a clear margin is asserted, at the
+    # longest length, where the runs are longest too.
     assert results["speedup"][-1] > 2
     assert (tmp_path / "kv_cache_speed.png").read_bytes()[:8] == PNG
 
 
-def test_ex4_top_k_keeps_k_tokens_and_the_nucleus_what_reaches_p(tiny, tmp_path, monkeypatch):
+def test_ex4_top_k_keeps_k_tokens_the_nucleus_between_one_and_the_vocabulary(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(config, "OUT_DIR", str(tmp_path / "chapter"))  # no chapter checkpoint: train one
     results = ex4_top_k_vs_top_p.main([*tiny, f"--OUT_DIR={tmp_path}"])
     assert list((tmp_path / "gpt2").glob("gpt2_iter*.pt"))
