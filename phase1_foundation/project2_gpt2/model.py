@@ -116,10 +116,11 @@ class CausalSelfAttention(nn.Module):
         if self.fast:
             dropout_p = self.dropout if self.training else 0.0
             # is_causal=True lines queries and keys up from the same first position: right without a cache
-            # and for the prompt (S == T); after that the queries are the last T of S, and need the mask.
-            mask = None if S == T else causal_mask(T, S, x.device)
+            # and for the prompt (S == T). One new token may see every cached key, so it needs no mask;
+            # several new queries are the last T of S, and need the mask.
+            mask = None if S == T or T == 1 else causal_mask(T, S, x.device)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                               is_causal=mask is None)  # (B, nh, T, hs)
+                                               is_causal=S == T)  # (B, nh, T, hs)
         else:
             # Dividing by sqrt(hs) keeps the scores' variance near 1, so softmax does not saturate.
             att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))  # (B, nh, T, S)
@@ -261,7 +262,7 @@ class GPT(nn.Module):
         matmul_weights = self.num_parameters(non_embedding=True) + c.vocab_size * c.n_embd
         return 6 * matmul_weights + 6 * c.n_layer * c.block_size * c.n_embd
 
-    @torch.no_grad()
+    @torch.inference_mode()  # no_grad, and no version counters either: a little less work per token
     def generate(
         self,
         idx: Tensor,

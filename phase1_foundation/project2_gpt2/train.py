@@ -173,10 +173,7 @@ def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device
     flops_per_token = model.flops_per_token()
     print(f"model: {model.num_parameters():,} parameters ({model.num_parameters(non_embedding=True):,} "
           f"non-embedding); {tokens_per_step:,} tokens per step")
-    epochs = cfg.MAX_ITERS * tokens_per_step / len(train_tokens)
-    if epochs > 10:  # a small model starts to memorise text it has read this often
-        print(f"note: {cfg.MAX_ITERS:,} steps read the training tokens {epochs:.0f} times over; watch the "
-              "validation loss for overfitting, or use a larger corpus (--CORPUS=wikitext-103)")
+    warn_if_rereading(cfg, tokens_per_step, len(train_tokens))
 
     run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
                            batches=batches, extra={"tokenizer": str(data_dir), "world_size": world_size})
@@ -229,6 +226,14 @@ def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device
         return None
     bar.close()
     return summarize(cfg, model, data_dir, val_loss, step, wall, last_path, device)
+
+
+def warn_if_rereading(cfg: SimpleNamespace, tokens_per_step: int, train_tokens: int) -> None:
+    """A small model starts to memorise text it has read ten times; the validation loss is where it shows."""
+    epochs = cfg.MAX_ITERS * tokens_per_step / train_tokens
+    if epochs > 10:
+        print(f"note: {cfg.MAX_ITERS:,} steps read the training tokens {epochs:.0f} times over; watch the "
+              "validation loss for overfitting, or use a larger corpus (--CORPUS=wikitext-103)")
 
 
 def interrupt_requested(interrupt: GracefulInterrupt, world_size: int) -> bool:
