@@ -82,7 +82,7 @@ PRESETS = {
         N_LAYER=6, N_HEAD=6, N_EMBD=384, BLOCK_SIZE=256, BATCH_SIZE=32, GRAD_ACCUM_STEPS=1,
         LEARNING_RATE=1e-3, WARMUP_ITERS=100, MAX_ITERS=1000, EVAL_INTERVAL=100, COMPILE=True,
     ),
-    # Two CPU cores: a 4-layer GPT-2 in about six minutes. It reads the data 1.5 times, too little to
+    # Two CPU cores: a 4-layer GPT-2 in about eight minutes. It reads the data 1.5 times, too little to
     # overfit, so dropout is off: it only slows a run this short. Measured here: validation loss 5.80 at
     # LR 3e-3 and 5.86 at 1e-3 over 500 steps; 400 steps at 3e-3 ended at 6.10, since a shorter cosine
     # lowers the learning rate sooner, in a run still far from converged.
