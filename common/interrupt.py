@@ -16,7 +16,8 @@ class GracefulInterrupt:
     """`with GracefulInterrupt() as interrupt:`, then between steps `if interrupt.requested:` save and call
     `interrupt.exit_saved(...)`."""
 
-    def __init__(self):
+    def __init__(self, message: str = "Ctrl-C: finishing this step and saving a checkpoint"):
+        self.message = message
         self.requested = False
         self._previous = None
 
@@ -24,8 +25,7 @@ class GracefulInterrupt:
         if self.requested:  # second Ctrl-C: stop now
             raise KeyboardInterrupt
         self.requested = True
-        print("\nCtrl-C: finishing this step and saving a checkpoint (press again to stop at once)",
-              flush=True)
+        print(f"\n{self.message} (press again to stop at once)", flush=True)
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():  # signals can only be caught there

@@ -1,7 +1,8 @@
 """Scaling laws fitted to a sweep of models you trained, and a planner that turns compute into a model size.
 
-    uv run python phase1_foundation/project4_scaling/laws.py            # after train.py has run the sweep
-    uv run python phase1_foundation/project4_scaling/laws.py --RESULTS=path/to/results.jsonl --OUT_DIR=plots
+    uv run python phase1_foundation/project4_scaling/laws.py                   # after train.py's sweep
+    uv run python phase1_foundation/project4_scaling/laws.py --OUT_DIR=<a sweep's folder>
+    uv run python phase1_foundation/project4_scaling/laws.py --PLAN_MINUTES=10  # and plan a 10-minute run
 
 train.py trains a sweep: at each of a few compute budgets C (FLOPs) several model sizes N, each on the
 D = C / (6N) tokens the budget buys, and writes one line per finished run. Nothing here trains; it asks the
@@ -25,7 +26,6 @@ would move every exponent; Kaplan found the laws cleaner without them.
 
 import itertools
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,10 +34,9 @@ import numpy as np
 from scipy.optimize import least_squares, minimize
 from scipy.special import logsumexp
 
-from common.config import REPO_ROOT
+from common.config import load_config
+from phase1_foundation.project4_scaling import config
 
-RESULTS = REPO_ROOT / "checkpoints" / "project4" / "results.jsonl"  # one line per run, written by train.py
-OUT_DIR = REPO_ROOT / "checkpoints" / "project4"  # where the plots go
 FIELDS = ("name", "budget", "params", "tokens", "flops", "val_loss")  # what the fits read from each run
 
 KAPLAN_ALPHA_N = 0.076  # PAPER: Kaplan Eq. 1.5, Table 2
@@ -68,7 +67,8 @@ def read_results(path: str | Path) -> list[dict]:
     path = Path(path)
     train = "uv run python phase1_foundation/project4_scaling/train.py"
     if not path.is_file():
-        raise SystemExit(f"error: no results at {path}; run the sweep first ({train}) or pass --RESULTS=path")
+        raise SystemExit(f"error: no results at {path}; run the sweep first ({train}) or pass --OUT_DIR=<its "
+                         "folder>")
     rows = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -329,7 +329,10 @@ def fit_parametric(n, d, loss, start: LossSurface | None = None) -> LossSurface:
     if start is None:
         starts = grid_starts(log_n, log_d, log_loss)
     else:
-        starts = [(np.log(start.A), np.log(start.B), np.log(start.E), start.alpha, start.beta)]
+        # exp() of a very negative log can round a fitted constant to 0; start just above it instead
+        tiny = np.finfo(float).tiny
+        starts = [(np.log(max(start.A, tiny)), np.log(max(start.B, tiny)), np.log(max(start.E, tiny)),
+                   start.alpha, start.beta)]
     best = None
     for x0 in starts:
         fit = minimize(_huber_and_gradient, np.array(x0), args=(log_n, log_d, log_loss), jac=True,
@@ -558,19 +561,6 @@ def plot_loss_vs_compute(sweep: Sweep, surface: LossSurface, path: Path) -> Path
 # ---- the report --------------------------------------------------------------------------------------------
 
 
-def parse_arguments(argv: list[str]) -> dict:
-    """--RESULTS=path, --OUT_DIR=path and --RESAMPLES=number, with the module's defaults."""
-    settings = {"RESULTS": RESULTS, "OUT_DIR": OUT_DIR, "RESAMPLES": 100}
-    for argument in argv:
-        name, _, value = argument.removeprefix("--").partition("=")
-        if not argument.startswith("--") or name not in settings or not value or (
-                name == "RESAMPLES" and not value.isdigit()):
-            raise SystemExit(f"error: cannot read {argument!r}; laws.py takes --RESULTS=path, --OUT_DIR=path "
-                             f"and --RESAMPLES=number")
-        settings[name] = int(value) if name == "RESAMPLES" else Path(value)
-    return settings
-
-
 def fit_sweep(sweep: Sweep, resamples: int) -> tuple[dict, dict[str, Allocation], LossSurface]:
     """Every fit of the sweep: the numbers (each approach's exponents with a bootstrap interval, the fitted
     surface, Kaplan's laws), Approaches 1 and 2's points, and the surface."""
@@ -620,23 +610,50 @@ def report(numbers: dict, runs: int, resamples: int) -> None:
           f"{numbers['Kaplan L(N, D)']['alpha_n']:.3f} from L(N, D) over every run (paper {KAPLAN_ALPHA_N})")
 
 
+def plan(cfg, surface: LossSurface, device) -> dict:
+    """The step from minutes to a run: C from the minutes and this device's measured speed, (N, D) from the
+    planner, a shape for N, and the command that trains it.
+
+    The speed is measured, not looked up: a few training steps of the planned shape, timed, give the 6N FLOPs
+    per second this code reaches on this device (a model's speed depends on its size, so plan, measure the
+    shape, and plan again). Since the rate is what a run achieves, no utilisation factor is assumed.
+    """
+    from phase1_foundation.project4_scaling.train import flops_per_second  # torch: only when planning
+
+    planner = ChinchillaPlanner(surface if cfg.PLAN_CONSTANTS == "ours" else cfg.PLAN_CONSTANTS)
+    shape, rate = (2, 64), None
+    for _ in range(2):
+        rate = flops_per_second(*shape, cfg, device)
+        compute, n_opt, d_opt = plan_for_minutes(cfg.PLAN_MINUTES, rate, planner, utilisation=1.0)
+        shape = model_shape(n_opt, aspect_ratio=cfg.PLAN_ASPECT_RATIO, head_size=cfg.HEAD_SIZE)
+    budget = float(f"{compute:.2g}")
+    command = (f"uv run python phase1_foundation/project4_scaling/train.py --BUDGETS={budget:.2g} "
+               f"--SHAPES={shape[0]}x{shape[1]} --MIN_STEPS=1 --OUT_DIR={Path(cfg.OUT_DIR) / 'plan'}")
+    print(f"\nplan for {cfg.PLAN_MINUTES:g} minutes on {device}, with the {cfg.PLAN_CONSTANTS} constants: "
+          f"{rate:.3g} FLOP/s measured (6N counting), so C = {compute:.3g} FLOPs; N_opt = {n_opt:,.0f}, "
+          f"D_opt = {d_opt:,.0f} tokens ({d_opt / n_opt:.0f} per parameter); shape {shape[0]}x{shape[1]}\n"
+          f"train it: {command}")
+    return {"flops_per_second": rate, "compute": compute, "n_opt": n_opt, "d_opt": d_opt, "shape": shape,
+            "command": command}
+
+
 def main(argv: list[str] | None = None) -> dict:
-    """Fit the sweep in --RESULTS, print the report, write the plots into --OUT_DIR; returns the numbers."""
-    # TODO: once this chapter's config.py exists, read RESULTS, OUT_DIR and RESAMPLES from it through
-    # common.config.load_config(config, argv), like every other script, and drop parse_arguments.
-    settings = parse_arguments(sys.argv[1:] if argv is None else argv)
-    rows = read_results(settings["RESULTS"])
+    """Fit the sweep in OUT_DIR/results.jsonl, print the report, write the plots beside it, and with
+    PLAN_MINUTES plan a run; returns the numbers."""
+    cfg = load_config(config, argv)
+    out_dir = Path(cfg.OUT_DIR)
+    results = out_dir / "results.jsonl"
+    rows = read_results(results)
     diverged = [row["name"] for row in rows if not np.isfinite(float(row["val_loss"]))]
     if diverged:
         print(f"left out {len(diverged)} runs whose loss is not a number: {', '.join(diverged)}")
         rows = [row for row in rows if row["name"] not in diverged]
     sweep = Sweep.from_rows(rows)
     if len(sweep.budgets()) < 2:
-        raise SystemExit(f"error: every run in {settings['RESULTS']} has the same budget; an exponent needs "
-                         f"runs at two budgets at least")
-    numbers, allocations, surface = fit_sweep(sweep, settings["RESAMPLES"])
-    report(numbers, len(rows), settings["RESAMPLES"])
-    out_dir = settings["OUT_DIR"]
+        raise SystemExit(f"error: every run in {results} has the same budget; an exponent needs runs at two "
+                         "budgets at least")
+    numbers, allocations, surface = fit_sweep(sweep, cfg.RESAMPLES)
+    report(numbers, len(rows), cfg.RESAMPLES)
     numbers["plots"] = [
         plot_isoflops(sweep, out_dir / "isoflops.png"),
         plot_allocation(allocations, surface, out_dir / "allocation.png"),
@@ -644,6 +661,8 @@ def main(argv: list[str] | None = None) -> dict:
         plot_loss_vs_compute(sweep, surface, out_dir / "loss_vs_compute.png"),
     ]
     print("\nplots: " + ", ".join(str(path) for path in numbers["plots"]))
+    if cfg.PLAN_MINUTES > 0:
+        numbers["plan"] = plan(cfg, surface, cfg.DEVICE)
     return numbers
 
 

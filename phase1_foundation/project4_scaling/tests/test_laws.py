@@ -198,10 +198,11 @@ def test_main_fits_a_results_file_and_writes_the_plots(tmp_path, capsys):
         rows.append({"name": f"run{i}", "budget": budget, "params": n, "params_total": n + 512 * d_model,
                      "tokens": d, "flops": 6 * n * d, "val_loss": loss, "wall_s": 1.0, "n_layer": n_layer,
                      "d_model": d_model})
-    results = tmp_path / "results.jsonl"
+    results = tmp_path / "sweep" / "results.jsonl"
+    results.parent.mkdir()
     rows.append(rows[0] | {"name": "diverged", "val_loss": float("nan")})
     results.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    numbers = laws.main([f"--RESULTS={results}", f"--OUT_DIR={tmp_path / 'plots'}", "--RESAMPLES=5"])
+    numbers = laws.main([f"--OUT_DIR={results.parent}", "--RESAMPLES=5", "--DEVICE=cpu", "--PRESET=cpu"])
     assert [path.name for path in numbers["plots"]] == [
         "isoflops.png", "allocation.png", "parametric.png", "loss_vs_compute.png"]
     assert all(path.read_bytes().startswith(b"\x89PNG") for path in numbers["plots"])
@@ -212,5 +213,5 @@ def test_main_fits_a_results_file_and_writes_the_plots(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "0.46 / 0.54 (Chinchilla)" in printed
     assert "left out 1 runs whose loss is not a number: diverged" in printed
-    with pytest.raises(SystemExit, match="--RESULTS=path"):
-        laws.main(["--RESULT=x"])
+    with pytest.raises(SystemExit, match="error: unknown setting RESULTS"):
+        laws.main(["--RESULTS=x"])

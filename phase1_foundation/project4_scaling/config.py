@@ -1,0 +1,65 @@
+"""Chapter 4 settings. Every UPPER_CASE name can be changed from the command line: `train.py --SEED=1`.
+
+A scaling sweep trains many small models, each for exactly the tokens its compute budget buys: D = C / (6N)
+for a budget of C FLOPs and N non-embedding parameters. BUDGETS lists the budgets, SHAPES the models; every
+shape whose D fits between MIN_STEPS optimizer steps and the tokens the corpus holds is trained at every
+budget. The presets set what a laptop CPU and GPU can afford; every run prints what it used.
+"""
+
+from common.config import REPO_ROOT
+
+# --- data -------------------------------------------------------------------------------------------------
+CORPUS = "auto"  # auto: wiki-sample (embedded, 2.7M characters) on CPU; the gpu preset asks for WikiText-103
+TEXT_FILE = None  # your own UTF-8 text file or folder of .txt files; wins over CORPUS
+VAL_FRACTION = 0.05  # share of documents held out; every run is scored on the same validation tokens
+DATA_DIR = str(REPO_ROOT / "data")  # prepared corpora and token files
+
+# --- the sweep --------------------------------------------------------------------------------------------
+# Compute budgets in FLOPs, counted as C = 6ND (PAPER: Kaplan Table 1; Chinchilla §3 counts the same way).
+BUDGETS = (3e9, 1e10, 3e10, 1e11)
+# Model shapes "n_layer x d_model", from 888 to 150k non-embedding parameters, roughly doubling. The corpus
+# decides the range: at these budgets the best models read a few hundred characters per parameter, and a
+# smaller model than the best one must read more characters than wiki-sample's 2.6M (see README).
+SHAPES = ("1x8", "2x8", "1x16", "2x16", "1x32", "2x32", "2x48", "2x64", "3x64")
+HEAD_SIZE = 8  # dimensions per attention head
+BLOCK_SIZE = 128  # context, in characters
+BATCH_SIZE = 4  # sequences per optimizer step: 512 tokens. Short runs want many small steps (measured: at
+#                 1e11 FLOPs, 4 beat 16 by 0.11 to 0.30 nats at every size tried)
+MIN_STEPS = 50  # a shape whose D is fewer steps than this at a budget is not trained at that budget
+ONLY = ""  # train only these runs (comma-separated names, as in results.jsonl), again if already done
+
+# --- optimisation -----------------------------------------------------------------------------------------
+# PAPER: Kaplan App. D.1, eq. D.1: the best learning rate falls slowly with N, LR(N) ≈ 0.003239 - 0.0001395
+# log N. LR_SCALE multiplies it (1.0 = Kaplan's rule as printed).
+LR_SCALE = 1.0
+BETAS = (0.9, 0.95)  # GPT-3 App. B, as in chapter 2
+WEIGHT_DECAY = 0.1  # GPT-3 App. B, on matrices only
+WARMUP_FRACTION = 0.05  # share of each run spent warming up (Kaplan warmed up for 3,000 of 250k steps)
+MIN_LR_RATIO = 0.1  # PAPER: Chinchilla §3 / App. B, cosine decay by 10x...
+COSINE_STRETCH = 1.0  # ... over a cycle this many times the run's length (1.0: the floor exactly at D)
+GRAD_CLIP = 1.0  # GPT-3 App. B
+
+# --- run --------------------------------------------------------------------------------------------------
+VAL_TOKENS = 65_536  # validation tokens scored after each run (the same for every run)
+OUT_DIR = str(REPO_ROOT / "checkpoints" / "project4")  # results.jsonl, plots
+SEED = 1337  # the same data order for every run; the weights' seed is SEED too
+DEVICE = "auto"  # auto = cuda > mps > cpu, or name one
+PRESET = "auto"  # auto = gpu preset on a GPU, cpu preset on a CPU
+
+# --- fitting and planning (laws.py) -------------------------------------------------------------------------
+RESAMPLES = 100  # bootstrap resamples for each exponent's interval
+PLAN_MINUTES = 0.0  # > 0: also plan a compute-optimal run of this many minutes on this device
+PLAN_CONSTANTS = "ours"  # ours (the sweep's own fit), paper-rounded, paper-unrounded or epoch-2024
+PLAN_ASPECT_RATIO = 32  # d_model / n_layer of the planned shape (GPT-2 small's is 64; tiny models want less)
+
+PRESETS = {
+    # Two CPU cores: 4 budgets from 3e9 to 1e11 FLOPs, 25 runs, on the embedded corpus.
+    "cpu": dict(),
+    # A laptop GPU: three more decades of compute, to 1e14 FLOPs, and models to 3M parameters, on
+    # WikiText-103 (540M characters: the largest run's smallest models read 170M). Larger batches keep a GPU
+    # busy; the runs are long enough in steps to afford them. Not yet timed on a GPU.
+    "gpu": dict(
+        CORPUS="wikitext-103", BUDGETS=(1e11, 1e12, 1e13, 1e14), BATCH_SIZE=32,
+        SHAPES=("1x16", "2x16", "1x32", "2x32", "2x48", "2x64", "3x64", "3x96", "4x128", "6x192", "8x256"),
+    ),
+}

@@ -1,0 +1,121 @@
+"""Prepare chapter 4's data, once, and say whether it is enough: corpus -> characters -> train.bin / val.bin.
+
+    uv run python phase1_foundation/project4_scaling/download_data.py                      # the cpu sweep's
+    uv run python phase1_foundation/project4_scaling/download_data.py --PRESET=gpu         # WikiText-103
+    uv run python phase1_foundation/project4_scaling/download_data.py --TEXT_FILE=my_notes.txt
+
+A scaling law is a law of models that see each token once: a run that reads its data twice learns less from
+the second pass (Muennighoff et al. 2023), and its loss no longer measures what D fresh tokens buy. So this
+script also lists what the sweep will ask for: the tokens of its longest run against the tokens there are.
+The text is read as characters: it is the tokenizer that makes the most tokens of a small corpus, and it
+needs no training of its own.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+from common.config import load_config
+from common.corpora import prepare_corpus
+from common.tokenizers import CharTokenizer
+from common.tokens import read_meta, write_token_files
+from phase1_foundation.project4_scaling import config
+from phase1_foundation.project4_scaling.model import non_embedding_parameters
+
+END_OF_TEXT = "<|endoftext|>"  # between documents
+SPECIAL_TOKENS = ["<unk>", END_OF_TEXT]  # <unk>: a character the training text never had
+
+
+def corpus_name(cfg: SimpleNamespace) -> str:
+    """`auto` is the embedded wiki-sample: the cpu sweep is sized to it, and it needs no network."""
+    if cfg.TEXT_FILE:
+        return cfg.CORPUS
+    return "wiki-sample" if cfg.CORPUS == "auto" else cfg.CORPUS
+
+
+def prepare(cfg: SimpleNamespace) -> Path:
+    """Return the folder holding the tokenizer and token files for this config, building it if missing."""
+    corpus = prepare_corpus(corpus_name(cfg), Path(cfg.DATA_DIR), cfg.TEXT_FILE)
+    print(f"corpus: {corpus.describe()}")
+    out_dir = Path(cfg.DATA_DIR) / "project4" / f"{corpus.path.stem}-char"
+    if (out_dir / "meta.json").exists() and read_meta(out_dir)["val_fraction"] == cfg.VAL_FRACTION:
+        return out_dir
+    tokenizer = CharTokenizer.train(corpus.iter_documents(), SPECIAL_TOKENS)
+    tokenizer.save(out_dir)
+    meta = write_token_files(corpus.iter_documents(), tokenizer, out_dir, val_fraction=cfg.VAL_FRACTION,
+                             separator_id=tokenizer.token_to_id(END_OF_TEXT),
+                             extra_meta={"corpus": corpus.name})
+    print(f"wrote {meta['train_tokens']:,} train and {meta['val_tokens']:,} val characters to {out_dir}")
+    return out_dir
+
+
+# --- what the sweep asks for -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Run:
+    """One point of the sweep: a model shape trained on the tokens its budget buys."""
+
+    budget: float  # C, FLOPs
+    n_layer: int
+    n_embd: int
+    params: int  # N, non-embedding
+    steps: int  # optimizer steps of BATCH_SIZE x BLOCK_SIZE tokens: round(C / 6N / tokens per step)
+    tokens: int  # D = steps x tokens per step, within half a step of C / 6N
+
+    @property
+    def name(self) -> str:  # e.g. "1e11_2x48": budget, then n_layer x d_model
+        mantissa, exponent = f"{self.budget:.0e}".split("e")
+        return f"{mantissa}e{int(exponent)}_{self.n_layer}x{self.n_embd}"
+
+
+def parse_shape(text: str, head_size: int) -> tuple[int, int]:
+    """"4x128" -> (4, 128): n_layer x d_model, d_model a multiple of head_size."""
+    layers, _, width = text.partition("x")
+    if not (layers.isdigit() and width.isdigit() and int(layers) > 0 and int(width) > 0):
+        raise SystemExit(f"error: cannot read the shape {text!r}; write n_layer x d_model, like 4x128")
+    if int(width) % head_size:
+        raise SystemExit(f"error: shape {text}: d_model {width} is not a multiple of HEAD_SIZE={head_size}")
+    return int(layers), int(width)
+
+
+def planned_runs(cfg: SimpleNamespace) -> tuple[list[Run], list[Run]]:
+    """(runs, too short): every shape at every budget, ordered by budget and size, split by MIN_STEPS."""
+    tokens_per_step = cfg.BATCH_SIZE * cfg.BLOCK_SIZE
+    runs = []
+    for budget in sorted(cfg.BUDGETS):
+        for n_layer, n_embd in sorted(parse_shape(s, cfg.HEAD_SIZE) for s in cfg.SHAPES):
+            params = non_embedding_parameters(n_layer, n_embd)
+            steps = round(budget / (6 * params) / tokens_per_step)  # PAPER: C = 6ND (Kaplan Table 1)
+            runs.append(Run(budget, n_layer, n_embd, params, steps, steps * tokens_per_step))
+    runs.sort(key=lambda run: (run.budget, run.params))
+    return [r for r in runs if r.steps >= cfg.MIN_STEPS], [r for r in runs if r.steps < cfg.MIN_STEPS]
+
+
+def fresh_runs(runs: list[Run], train_tokens: int) -> tuple[list[Run], list[Run]]:
+    """(runs, too long): those that read no token twice, and those that would."""
+    return [r for r in runs if r.tokens <= train_tokens], [r for r in runs if r.tokens > train_tokens]
+
+
+def main(argv: list[str] | None = None) -> Path:
+    cfg = load_config(config, argv)
+    data_dir = prepare(cfg)
+    meta = read_meta(data_dir)
+    runs, too_short = planned_runs(cfg)
+    runs, too_long = fresh_runs(runs, meta["train_tokens"])
+    print(f"{meta['vocab_size']} characters; {meta['train_tokens']:,} train / {meta['val_tokens']:,} val "
+          "tokens")
+    if runs:
+        longest = max(runs, key=lambda run: run.tokens)
+        print(f"the sweep: {len(runs)} runs; the longest, {longest.name}, reads {longest.tokens:,} tokens, "
+              f"{longest.tokens / meta['train_tokens']:.0%} of the training split")
+    if too_long:
+        print(f"left out, as they would read data twice: {', '.join(r.name for r in too_long)} "
+              f"(up to {max(r.tokens for r in too_long):,} tokens; a bigger --CORPUS or --TEXT_FILE has "
+              "more)")
+    if too_short:
+        print(f"left out, fewer than MIN_STEPS={cfg.MIN_STEPS} steps: {', '.join(r.name for r in too_short)}")
+    return data_dir
+
+
+if __name__ == "__main__":
+    main()

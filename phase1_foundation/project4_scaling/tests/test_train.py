@@ -1,0 +1,163 @@
+"""The sweep: the runs it plans, the data each reads, its schedule, the results file, resuming, --ONLY."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from phase1_foundation.project4_scaling import download_data, laws, train
+from phase1_foundation.project4_scaling.download_data import Run, parse_shape, planned_runs
+from phase1_foundation.project4_scaling.model import non_embedding_parameters
+from phase1_foundation.project4_scaling.train import FreshBatches, kaplan_learning_rate
+
+TIMING = ("wall_s", "tokens_per_s")  # the only fields two identical runs may disagree on
+
+
+@pytest.fixture
+def tiny(corpus_file, tmp_path_factory, tmp_path):
+    """A sweep of three shapes at two budgets that trains in a few seconds."""
+    data_dir = tmp_path_factory.getbasetemp() / "prepared4"  # shared: prepared once per session
+    return [
+        f"--TEXT_FILE={corpus_file}", f"--DATA_DIR={data_dir}", "--DEVICE=cpu", "--PRESET=cpu",
+        "--BUDGETS=2e7,5e7", "--SHAPES=1x16,2x16,1x32", "--BLOCK_SIZE=16", "--BATCH_SIZE=4", "--MIN_STEPS=4",
+        "--VAL_TOKENS=512", f"--OUT_DIR={tmp_path / 'sweep'}",
+    ]
+
+
+def rows_of(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def without_timing(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
+
+
+def test_planned_runs_buy_d_equal_c_over_6n():
+    cfg = type("cfg", (), dict(BUDGETS=(1e9, 1e10), SHAPES=("2x32", "1x16"), HEAD_SIZE=16, BLOCK_SIZE=16,
+                               BATCH_SIZE=4, MIN_STEPS=200))
+    runs, too_short = planned_runs(cfg)
+    every = runs + too_short
+    assert len(every) == 4
+    for run in every:
+        assert run.params == non_embedding_parameters(run.n_layer, run.n_embd)
+        assert run.tokens == run.steps * 64
+        assert abs(run.tokens - run.budget / (6 * run.params)) <= 32  # within half a step of C / 6N
+    assert [r.name for r in runs] == ["1e9_1x16", "1e10_1x16", "1e10_2x32"]  # by budget, then size
+    assert [r.name for r in too_short] == ["1e9_2x32"] and too_short[0].steps < 200
+
+
+def test_a_run_that_would_reread_data_is_left_out():
+    runs = [Run(1e9, 1, 16, 3312, 10, 640), Run(1e9, 1, 16, 3312, 20, 1280)]
+    fresh, too_long = download_data.fresh_runs(runs, train_tokens=1000)
+    assert fresh == runs[:1] and too_long == runs[1:]
+
+
+@pytest.mark.parametrize("text", ["4", "4x", "ax32", "0x32", "2x24"])
+def test_a_bad_shape_is_one_line(text):
+    with pytest.raises(SystemExit, match="error: .*shape"):
+        parse_shape(text, head_size=16)
+
+
+def test_kaplan_learning_rate():
+    # PAPER: Kaplan eq. D.1 at N = 1e6: 0.003239 - 0.0001395 * ln(1e6) = 0.0013117
+    assert kaplan_learning_rate(10**6) == pytest.approx(0.0013117, abs=1e-7)
+    assert kaplan_learning_rate(10**4) > kaplan_learning_rate(10**6)  # smaller models take larger steps
+
+
+def test_fresh_batches_never_repeat_and_every_run_reads_the_same_order():
+    tokens = np.arange(1001, dtype=np.uint16)  # token i is i: a window is known by its first token
+    batches = FreshBatches(tokens, block_size=10, batch_size=4, device=torch.device("cpu"), seed=0)
+    firsts = []
+    for _ in range(25):  # 100 windows of 10 inputs: the whole stream
+        x, y = batches.next()
+        assert torch.equal(y[:, :-1], x[:, 1:]) and torch.equal(y[:, -1], x[:, -1] + 1)  # next tokens
+        firsts += x[:, 0].tolist()
+    assert sorted(firsts) == list(range(0, 1000, 10))  # every window once
+    with pytest.raises(RuntimeError):
+        batches.next()
+    again = FreshBatches(tokens, block_size=10, batch_size=4, device=torch.device("cpu"), seed=0)
+    assert again.next()[0][:, 0].tolist() == firsts[:4]
+
+
+def test_the_cosine_reaches_its_floor_at_the_last_step(tiny, monkeypatch):
+    rates = []
+    monkeypatch.setattr(train, "set_lr", lambda optimizer, lr: rates.append(lr))
+    rows = train.main(tiny + ["--BUDGETS=2e7", "--SHAPES=1x16"])
+    peak = rows[0]["peak_lr"]
+    assert len(rates) == rows[0]["steps"]
+    assert rates[-1] == pytest.approx(0.1 * peak) and max(rates) == pytest.approx(peak)
+
+    rates.clear()  # a cycle twice the run's length: the run ends halfway down the cosine
+    train.main(tiny + ["--BUDGETS=2e7", "--SHAPES=1x16", "--COSINE_STRETCH=2.0", "--OUT_DIR=" + str(
+        tiny[-1].split("=", 1)[1]) + "-stretched"])
+    assert rates[-1] == pytest.approx(peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 2))), rel=0.05)
+
+
+def test_sweep_writes_one_row_per_run(tiny, tmp_path):
+    rows = train.main(tiny)
+    assert rows == rows_of(tmp_path / "sweep" / "results.jsonl")
+    assert [row["name"] for row in rows] == ["2e7_1x16", "2e7_2x16", "2e7_1x32", "5e7_1x16", "5e7_2x16",
+                                             "5e7_1x32"]
+    for row in rows:
+        assert row["flops"] == 6 * row["params"] * row["tokens"]
+        assert abs(row["flops"] - row["budget"]) <= 6 * row["params"] * 32  # half a step of 64 tokens
+        assert math.isfinite(row["val_loss"]) and row["val_loss"] < math.log(200)
+
+
+def test_a_stopped_sweep_ends_with_the_same_results_file(tiny, tmp_path, monkeypatch, interrupt_at):
+    uninterrupted = without_timing(train.main(tiny + [f"--OUT_DIR={tmp_path / 'whole'}"]))
+
+    monkeypatch.setattr(train, "GracefulInterrupt", interrupt_at(40))  # Ctrl-C during the third run
+    stopped = train.main(tiny)
+    assert 0 < len(stopped) < len(uninterrupted)
+    monkeypatch.undo()
+    resumed = train.main(tiny)
+    assert without_timing(resumed) == uninterrupted
+    assert without_timing(rows_of(tmp_path / "sweep" / "results.jsonl")) == uninterrupted
+
+    again = train.main(tiny)  # nothing left to train: the file is read back unchanged
+    assert again == resumed
+
+
+def test_only_trains_one_point_again(tiny, tmp_path):
+    first = train.main(tiny)
+    path = tmp_path / "sweep" / "results.jsonl"
+    stale = rows_of(path)
+    stale[1]["val_loss"] = 99.0  # mark a row, to see that --ONLY replaces exactly that one
+    path.write_text("".join(json.dumps(row) + "\n" for row in stale))
+    train.main(tiny + ["--ONLY=2e7_2x16"])
+    after = rows_of(path)
+    assert without_timing(after) == without_timing(first)
+    with pytest.raises(SystemExit, match="error: no run named 1e7_9x16"):
+        train.main(tiny + ["--ONLY=1e7_9x16"])
+
+
+def test_results_made_with_other_settings_are_refused(tiny):
+    train.main(tiny + ["--BUDGETS=2e7", "--SHAPES=1x16"])
+    with pytest.raises(SystemExit, match="error: .*other settings .*BLOCK_SIZE 16 \\(now 8\\).*--OUT_DIR"):
+        train.main(tiny + ["--BUDGETS=2e7", "--SHAPES=1x16", "--BLOCK_SIZE=8"])
+
+
+def test_download_data_says_what_the_longest_run_needs(tiny, capsys):
+    download_data.main(tiny + ["--BUDGETS=2e7,1e11"])
+    out = capsys.readouterr().out
+    assert "the longest, 2e7_1x16, reads" in out
+    assert "left out, as they would read data twice: 1e11_1x16, 1e11_2x16, 1e11_1x32" in out
+
+
+def test_the_planner_turns_minutes_into_a_run_that_train_py_trains(tiny, tmp_path):
+    train.main(tiny)
+    numbers = laws.main(tiny + ["--RESAMPLES=2", "--PLAN_MINUTES=0.002", "--PLAN_CONSTANTS=paper-rounded"])
+    plan = numbers["plan"]
+    assert plan["flops_per_second"] > 0
+    assert plan["compute"] == pytest.approx(0.002 * 60 * plan["flops_per_second"])
+    n_opt, d_opt = laws.ChinchillaPlanner().get_optimal_params_and_tokens(plan["compute"])
+    assert (plan["n_opt"], plan["d_opt"]) == (n_opt, d_opt)
+    settings = plan["command"].split()[4:]  # after "uv run python .../train.py"
+    n_layer, d_model = plan["shape"]
+    assert settings[0].startswith("--BUDGETS=") and settings[1] == f"--SHAPES={n_layer}x{d_model}"
+    assert float(settings[0].split("=")[1]) == pytest.approx(plan["compute"], rel=0.05)
+    rows = train.main(tiny + settings)
+    assert len(rows) == 1 and (rows[0]["n_layer"], rows[0]["d_model"]) == (n_layer, d_model)

@@ -1,0 +1,247 @@
+"""Run the scaling sweep: every model shape at every compute budget, each trained on D = C / (6N) tokens.
+
+    uv run python phase1_foundation/project4_scaling/train.py                  # the sweep for your device
+    uv run python phase1_foundation/project4_scaling/train.py --ONLY=1e11_2x48  # train one point again
+    uv run python phase1_foundation/project4_scaling/laws.py                   # then fit the laws to it
+
+Each finished run adds one line to OUT_DIR/results.jsonl: its budget C, non-embedding parameters N, tokens D,
+FLOPs 6ND, final validation loss and wall time. Run the command again and the finished runs are skipped, so
+a sweep stopped by Ctrl-C (or a closed laptop) continues with the run it was in; that run starts again from
+its first step, and ends exactly as it would have.
+
+What makes these runs a scaling sweep rather than a set of trainings:
+  * every run reads fresh data in the same order: the same first D tokens, none of them twice;
+  * its cosine schedule reaches its floor exactly at its last token (PAPER: Chinchilla §3, App. B: a cycle
+    longer than the run left Kaplan et al.'s short runs at a high learning rate, so they looked worse than
+    they were, and the fitted laws favoured big models trained briefly);
+  * its learning rate follows N by Kaplan's rule, so no size is handicapped by a rate tuned for another.
+"""
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from common.config import load_config
+from common.device import autocast, describe, enable_tf32, seed_everything
+from common.interrupt import GracefulInterrupt
+from common.metrics import check_finite
+from common.optim import adamw, set_lr, warmup_cosine
+from common.tokens import load_tokens, read_meta
+from phase1_foundation.project4_scaling import config
+from phase1_foundation.project4_scaling.download_data import Run, fresh_runs, planned_runs, prepare
+from phase1_foundation.project4_scaling.model import GPT, GPTConfig
+
+# What a results file was made with: a row made under other values is a different experiment.
+SWEEP_SETTINGS = ("BLOCK_SIZE", "BATCH_SIZE", "HEAD_SIZE", "LR_SCALE", "BETAS", "WEIGHT_DECAY",
+                  "WARMUP_FRACTION", "MIN_LR_RATIO", "COSINE_STRETCH", "GRAD_CLIP", "VAL_TOKENS", "SEED")
+
+
+def kaplan_learning_rate(params: int, scale: float = 1.0) -> float:
+    """PAPER: Kaplan et al. 2020, App. D.1, eq. D.1: LR(N) ≈ 0.003239 - 0.0001395 log N, the rate they
+    found best for each size (N non-embedding)."""
+    return scale * (0.003239 - 0.0001395 * math.log(params))
+
+
+class FreshBatches:
+    """(B, T) windows that tile the training tokens in a fixed shuffled order: no token is read twice.
+
+    The token stream is cut into non-overlapping windows of T + 1 tokens (T inputs, each with its next
+    token as the target); a seeded permutation orders them. Every run of the sweep reads the same order, so
+    a run of D tokens sees exactly the first D tokens a longer run sees: the runs differ in size and length
+    only, not in luck.
+    """
+
+    def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int, device: torch.device, seed: int):
+        self.tokens, self.block_size, self.batch_size, self.device = tokens, block_size, batch_size, device
+        windows = (len(tokens) - 1) // block_size
+        self.order = torch.randperm(windows, generator=torch.Generator().manual_seed(seed))  # (windows,)
+        self.position = 0  # windows read so far
+
+    def next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        T, B = self.block_size, self.batch_size
+        starts = self.order[self.position : self.position + B] * T  # (B,)
+        if len(starts) < B:
+            raise RuntimeError("read past the training tokens' end; download_data.fresh_runs prevents it")
+        self.position += B
+        windows = np.stack([self.tokens[s : s + T + 1] for s in starts.tolist()])  # (B, T + 1)
+        windows = torch.from_numpy(windows.astype(np.int64)).to(self.device)
+        return windows[:, :-1], windows[:, 1:]  # (B, T) inputs, (B, T) targets
+
+
+@torch.no_grad()
+def validation_loss(model: GPT, tokens: np.ndarray, cfg: SimpleNamespace, device: torch.device) -> float:
+    """Mean next-token loss over the first VAL_TOKENS validation tokens, in non-overlapping windows: the
+    same tokens for every run, so every loss in the sweep is measured on the same text."""
+    model.eval()
+    T = cfg.BLOCK_SIZE
+    count = min(cfg.VAL_TOKENS, len(tokens) - 1) // T
+    windows = torch.from_numpy(np.asarray(tokens[: count * T + 1], dtype=np.int64))
+    x = windows[:-1].view(count, T)  # (count, T)
+    y = windows[1:].view(count, T)  # (count, T)
+    total = 0.0
+    for i in range(0, count, 64):
+        with autocast(device):
+            total += model(x[i : i + 64].to(device), y[i : i + 64].to(device))[1].item() * len(x[i : i + 64])
+    model.train()
+    return total / count
+
+
+def sweep_settings(cfg: SimpleNamespace, data_dir: Path) -> dict:
+    """What a results file's runs were made with; a row made under other values is another experiment."""
+    settings = {name: getattr(cfg, name) for name in SWEEP_SETTINGS} | {"data": data_dir.name}
+    return json.loads(json.dumps(settings))  # as the file will hold them: tuples become lists
+
+
+def train_run(run: Run, vocab_size: int, train_tokens: np.ndarray, val_tokens: np.ndarray,
+              cfg: SimpleNamespace, device: torch.device, interrupt: GracefulInterrupt, bar,
+              settings: dict) -> dict | None:
+    """One point of the sweep, start to end; its row for results.jsonl, or None if Ctrl-C stopped it."""
+    seed_everything(cfg.SEED)
+    model = GPT(GPTConfig(vocab_size=vocab_size, block_size=cfg.BLOCK_SIZE, n_layer=run.n_layer,
+                          n_head=run.n_embd // cfg.HEAD_SIZE, n_embd=run.n_embd)).to(device)
+    assert model.num_parameters(non_embedding=True) == run.params
+    peak_lr = kaplan_learning_rate(run.params, cfg.LR_SCALE)
+    optimizer = adamw(model, peak_lr, cfg.WEIGHT_DECAY, cfg.BETAS, device)
+    batches = FreshBatches(train_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, cfg.SEED)
+    warmup = max(1, round(cfg.WARMUP_FRACTION * run.steps))
+    cycle = round(cfg.COSINE_STRETCH * (run.steps - 1))  # the cosine's length; 1.0: floor at the last step
+    flops_per_step = 6 * run.params * cfg.BATCH_SIZE * cfg.BLOCK_SIZE
+    start = time.perf_counter()
+    for step in range(run.steps):
+        if interrupt.requested:
+            return None
+        set_lr(optimizer, warmup_cosine(step, peak_lr=peak_lr, warmup_steps=warmup, total_steps=cycle,
+                                        floor=cfg.MIN_LR_RATIO))
+        x, y = batches.next()  # (B, T), (B, T)
+        with autocast(device):
+            _, loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if step % 10 == 0 or step == run.steps - 1:
+            loss = loss.item()
+            check_finite(loss, step, None)
+            bar.set_postfix_str(f"{run.name} step {step + 1}/{run.steps} loss {loss:.3f}", refresh=False)
+        bar.update(flops_per_step)
+    wall = time.perf_counter() - start
+    return {
+        "name": run.name, "budget": run.budget, "params": run.params, "params_total": model.num_parameters(),
+        "tokens": run.tokens, "flops": 6 * run.params * run.tokens,
+        "val_loss": validation_loss(model, val_tokens, cfg, device),
+        "wall_s": round(wall, 2), "tokens_per_s": round(run.tokens / wall),
+        "n_layer": run.n_layer, "d_model": run.n_embd, "steps": run.steps, "peak_lr": peak_lr,
+        "settings": settings,
+    }
+
+
+def flops_per_second(n_layer: int, n_embd: int, cfg: SimpleNamespace, device: str | torch.device,
+                     steps: int = 5) -> float:
+    """The 6N FLOPs per second this code reaches training a model of this shape on this device, from a few
+    timed steps on random tokens (after two untimed ones, which pay for warming up)."""
+    device = torch.device(device)
+    model = GPT(GPTConfig(vocab_size=256, block_size=cfg.BLOCK_SIZE, n_layer=n_layer,
+                          n_head=n_embd // cfg.HEAD_SIZE, n_embd=n_embd)).to(device)
+    optimizer = adamw(model, 1e-3, cfg.WEIGHT_DECAY, cfg.BETAS, device)
+    x = torch.randint(256, (cfg.BATCH_SIZE, cfg.BLOCK_SIZE), device=device)  # (B, T)
+    for step in range(steps + 2):
+        if step == 2:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+        with autocast(device):
+            _, loss = model(x, x)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    loss.item()  # waits for the device
+    seconds = time.perf_counter() - start
+    return 6 * model.num_parameters(non_embedding=True) * x.numel() * steps / seconds
+
+
+# --- the results file ---------------------------------------------------------------------------------------
+
+def read_rows(path: Path, settings: dict) -> list[dict]:
+    """The finished runs in results.jsonl, refusing a file made with other sweep settings."""
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for row in rows:
+        saved = row.get("settings", {})
+        if saved != settings:
+            changed = [f"{key} {saved.get(key)} (now {value})" for key, value in settings.items()
+                       if saved.get(key) != value]
+            raise SystemExit(f"error: {path} holds runs made with other settings ({', '.join(changed)}); "
+                             f"pass --OUT_DIR=<a new folder> for a new sweep, or delete {path}")
+    return rows
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    """The whole file again, atomically: a stop at any moment leaves the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    cfg = load_config(config, argv)
+    device = torch.device(cfg.DEVICE)
+    enable_tf32()
+    print(f"device: {describe(device)}")
+
+    data_dir = prepare(cfg)
+    meta = read_meta(data_dir)
+    train_tokens, val_tokens = load_tokens(data_dir, "train"), load_tokens(data_dir, "val")
+    runs, too_short = planned_runs(cfg)
+    runs, too_long = fresh_runs(runs, len(train_tokens))
+    if too_long:
+        print(f"left out {len(too_long)} runs that would read data twice (see download_data.py)")
+    if too_short:
+        print(f"left out {len(too_short)} runs of fewer than MIN_STEPS={cfg.MIN_STEPS} steps")
+
+    results = Path(cfg.OUT_DIR) / "results.jsonl"
+    settings = sweep_settings(cfg, data_dir)
+    rows = read_rows(results, settings)
+    only = {name.strip() for name in cfg.ONLY.split(",") if name.strip()}
+    if only:
+        unknown = only - {run.name for run in runs}
+        if unknown:
+            raise SystemExit(f"error: no run named {', '.join(sorted(unknown))} in this sweep; its runs are "
+                             f"{', '.join(run.name for run in runs)}")
+        runs = [run for run in runs if run.name in only]
+        rows = [row for row in rows if row["name"] not in only]
+    done = {row["name"] for row in rows}
+    todo = [run for run in runs if run.name not in done]
+    total = sum(6 * run.params * run.tokens for run in todo)
+    print(f"{len(runs)} runs, {len(runs) - len(todo)} already in {results}; {len(todo)} to train, "
+          f"{total:.3g} FLOPs (6ND) in all; {meta['train_tokens']:,} training tokens, no run reads one twice")
+
+    bar = tqdm(total=total, unit="FLOP", unit_scale=True, desc="sweep", dynamic_ncols=True)
+    with GracefulInterrupt("Ctrl-C: stopping the sweep; the finished runs are kept") as interrupt:
+        for run in todo:
+            row = train_run(run, meta["vocab_size"], train_tokens, val_tokens, cfg, device, interrupt, bar,
+                            settings)
+            if row is None:
+                bar.close()
+                print(f"stopped during {run.name}; {len(rows)} finished runs are in {results}. Run the same "
+                      "command again to go on: the interrupted run starts again from its first step")
+                return rows
+            rows = sorted(rows + [row], key=lambda r: (r["budget"], r["params"]))
+            write_rows(results, rows)
+            bar.write(f"{run.name:>12}  N {run.params:>9,}  D {run.tokens:>10,}  val {row['val_loss']:.4f}  "
+                      f"{row['wall_s']:6.1f} s  {row['tokens_per_s']:,} tok/s")
+    bar.close()
+    print(f"results: {results}\nnext: uv run python phase1_foundation/project4_scaling/laws.py")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
