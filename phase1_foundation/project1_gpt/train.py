@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from common import checkpoint as ckpt
+from common.baselines import unigram_cross_entropy
 from common.config import load_config
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
 from common.interrupt import GracefulInterrupt
@@ -45,16 +46,6 @@ def evaluate(model: GPT, tokens: np.ndarray, cfg: SimpleNamespace, device: torch
             losses.append(model(x, y)[1].item())
     model.train()
     return sum(losses) / len(losses)
-
-
-def unigram_cross_entropy(train: np.ndarray, val: np.ndarray, vocab_size: int) -> float:
-    """The loss of a model that ignores context: the training set's token frequencies, scored on val (nats).
-
-    Anything the transformer gets below this number it learned from context.
-    """
-    counts = np.bincount(train, minlength=vocab_size).astype(np.float64) + 1  # add-one: no zero probabilities
-    log_probs = np.log(counts / counts.sum())
-    return float(-log_probs[val].mean())
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -26,6 +26,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from common import checkpoint as ckpt
+from common.baselines import bigram_cross_entropy, unigram_cross_entropy
 from common.config import load_config
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
 from common.interrupt import GracefulInterrupt
@@ -43,7 +44,6 @@ from common.metrics import (
 from common.optim import adamw, set_lr, warmup_cosine
 from common.tokens import Batches, load_tokens, read_meta
 from phase1_foundation.project2_gpt2 import config
-from phase1_foundation.project2_gpt2.baselines import bigram_cross_entropy, unigram_cross_entropy
 from phase1_foundation.project2_gpt2.download_data import prepare
 from phase1_foundation.project2_gpt2.model import GPT, KIND, PREFIX, GPTConfig
 from phase1_foundation.project2_gpt2.tokenizer import load_tokenizer

@@ -38,12 +38,12 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor, nn
 
+from common.baselines import unigram_cross_entropy
 from common.config import load_config
 from common.device import seed_everything
 from common.optim import adamw, set_lr, warmup_cosine
 from common.tokens import Batches, load_tokens
 from phase1_foundation.project2_gpt2 import config
-from phase1_foundation.project2_gpt2.baselines import unigram_cross_entropy
 from phase1_foundation.project2_gpt2.download_data import prepare
 from phase1_foundation.project2_gpt2.exercises import parse_args
 from phase1_foundation.project2_gpt2.model import GPT, Block, GPTConfig, KVCache
