@@ -594,6 +594,10 @@ def report(numbers: dict, runs: int, resamples: int) -> None:
     print(f"{'':<12}{'a':>6}{'':>15}{'b':>6}{'':>15}   paper a / b")
     for name in ("Approach 1", "Approach 2", "Approach 3"):
         fit, (paper_a, paper_b) = numbers[name], PAPER_EXPONENTS[f"Chinchilla {name}"]
+        if not np.isfinite(fit["a"]):
+            print(f"{name:<12}no fit: under two budgets have a minimum inside their sizes (below)"
+                  f"   {paper_a:.2f} / {paper_b:.2f} (Chinchilla)")
+            continue
         print(f"{name:<12}{fit['a']:>6.2f} {interval(fit, 'a'):>14}{fit['b']:>6.2f} {interval(fit, 'b'):>14}"
               f"   {paper_a:.2f} / {paper_b:.2f} (Chinchilla)")
     kaplan_a, kaplan_b = PAPER_EXPONENTS["Kaplan"]

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from common.baselines import bigram_cross_entropy, unigram_cross_entropy
 from common.config import load_config
 from common.device import autocast, describe, enable_tf32, seed_everything
 from common.interrupt import GracefulInterrupt
@@ -75,14 +76,30 @@ class FreshBatches:
         return windows[:, :-1], windows[:, 1:]  # (B, T) inputs, (B, T) targets
 
 
+def scored_validation(tokens: np.ndarray, cfg: SimpleNamespace) -> np.ndarray:
+    """The validation tokens every run is scored on: the first VAL_TOKENS, a whole number of windows, plus
+    the one token the last window predicts."""
+    count = min(cfg.VAL_TOKENS, len(tokens) - 1) // cfg.BLOCK_SIZE
+    return np.asarray(tokens[: count * cfg.BLOCK_SIZE + 1], dtype=np.int64)
+
+
+def baselines(train_tokens: np.ndarray, val_tokens: np.ndarray, cfg: SimpleNamespace,
+              vocab_size: int) -> dict:
+    """Unigram and bigram cross-entropy on the tokens the runs are scored on: what a run must beat."""
+    scored = scored_validation(val_tokens, cfg)
+    train = np.asarray(train_tokens, dtype=np.int64)
+    return {"unigram": unigram_cross_entropy(train, scored[1:], vocab_size),
+            "bigram": bigram_cross_entropy(train, scored, vocab_size)}
+
+
 @torch.no_grad()
 def validation_loss(model: GPT, tokens: np.ndarray, cfg: SimpleNamespace, device: torch.device) -> float:
     """Mean next-token loss over the first VAL_TOKENS validation tokens, in non-overlapping windows: the
     same tokens for every run, so every loss in the sweep is measured on the same text."""
     model.eval()
     T = cfg.BLOCK_SIZE
-    count = min(cfg.VAL_TOKENS, len(tokens) - 1) // T
-    windows = torch.from_numpy(np.asarray(tokens[: count * T + 1], dtype=np.int64))
+    windows = torch.from_numpy(scored_validation(tokens, cfg))
+    count = (len(windows) - 1) // T
     x = windows[:-1].view(count, T)  # (count, T)
     y = windows[1:].view(count, T)  # (count, T)
     total = 0.0
@@ -208,6 +225,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(f"left out {len(too_short)} runs of fewer than MIN_STEPS={cfg.MIN_STEPS} steps")
 
     results = Path(cfg.OUT_DIR) / "results.jsonl"
+    floor = baselines(train_tokens, val_tokens, cfg, meta["vocab_size"])
+    print(f"to beat, on the same validation tokens: unigram {floor['unigram']:.3f}, "
+          f"bigram {floor['bigram']:.3f} nats per character")
     settings = sweep_settings(cfg, data_dir)
     rows = read_rows(results, settings)
     only = {name.strip() for name in cfg.ONLY.split(",") if name.strip()}
