@@ -614,6 +614,36 @@ def report(numbers: dict, runs: int, resamples: int) -> None:
           f"{numbers['Kaplan L(N, D)']['alpha_n']:.3f} from L(N, D) over every run (paper {KAPLAN_ALPHA_N})")
 
 
+def flops_per_second(n_layer: int, n_embd: int, cfg, device) -> float:
+    """The 6N FLOPs per second this code reaches training a model of this shape on this device, from a few
+    timed steps on random tokens (after two untimed ones, which pay for warming up)."""
+    import time  # torch and the model only when planning: the fits need neither
+
+    import torch
+
+    from common.device import autocast
+    from common.optim import adamw
+    from phase1_foundation.project4_scaling.model import GPT, GPTConfig
+
+    device, steps = torch.device(device), 5
+    model = GPT(GPTConfig(vocab_size=256, block_size=cfg.BLOCK_SIZE, n_layer=n_layer,
+                          n_head=n_embd // cfg.HEAD_SIZE, n_embd=n_embd)).to(device)
+    optimizer = adamw(model, 1e-3, cfg.WEIGHT_DECAY, cfg.BETAS, device)
+    x = torch.randint(256, (cfg.BATCH_SIZE, cfg.BLOCK_SIZE), device=device)  # (B, T)
+    for step in range(steps + 2):
+        if step == 2:
+            loss.item()  # waits for the device to finish the untimed steps
+            start = time.perf_counter()
+        with autocast(device):
+            _, loss = model(x, x)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    loss.item()
+    seconds = time.perf_counter() - start
+    return 6 * model.num_parameters(non_embedding=True) * x.numel() * steps / seconds
+
+
 def plan(cfg, surface: LossSurface, device) -> dict:
     """The step from minutes to a run: C from the minutes and this device's measured speed, (N, D) from the
     planner, a shape for N, and the command that trains it.
@@ -622,8 +652,6 @@ def plan(cfg, surface: LossSurface, device) -> dict:
     per second this code reaches on this device (a model's speed depends on its size, so plan, measure the
     shape, and plan again). Since the rate is what a run achieves, no utilisation factor is assumed.
     """
-    from phase1_foundation.project4_scaling.train import flops_per_second  # torch: only when planning
-
     planner = ChinchillaPlanner(surface if cfg.PLAN_CONSTANTS == "ours" else cfg.PLAN_CONSTANTS)
     shape, rate = (2, 64), None
     for _ in range(2):

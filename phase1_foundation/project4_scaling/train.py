@@ -32,7 +32,7 @@ from common.baselines import bigram_cross_entropy, unigram_cross_entropy
 from common.config import load_config
 from common.device import autocast, describe, enable_tf32, seed_everything
 from common.interrupt import GracefulInterrupt
-from common.metrics import check_finite
+from common.metrics import check_finite, save_summary
 from common.optim import adamw, set_lr, warmup_cosine
 from common.tokens import load_tokens, read_meta
 from phase1_foundation.project4_scaling import config
@@ -159,30 +159,6 @@ def train_run(run: Run, vocab_size: int, train_tokens: np.ndarray, val_tokens: n
     }
 
 
-def flops_per_second(n_layer: int, n_embd: int, cfg: SimpleNamespace, device: str | torch.device,
-                     steps: int = 5) -> float:
-    """The 6N FLOPs per second this code reaches training a model of this shape on this device, from a few
-    timed steps on random tokens (after two untimed ones, which pay for warming up)."""
-    device = torch.device(device)
-    model = GPT(GPTConfig(vocab_size=256, block_size=cfg.BLOCK_SIZE, n_layer=n_layer,
-                          n_head=n_embd // cfg.HEAD_SIZE, n_embd=n_embd)).to(device)
-    optimizer = adamw(model, 1e-3, cfg.WEIGHT_DECAY, cfg.BETAS, device)
-    x = torch.randint(256, (cfg.BATCH_SIZE, cfg.BLOCK_SIZE), device=device)  # (B, T)
-    for step in range(steps + 2):
-        if step == 2:
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-        with autocast(device):
-            _, loss = model(x, x)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    loss.item()  # waits for the device
-    seconds = time.perf_counter() - start
-    return 6 * model.num_parameters(non_embedding=True) * x.numel() * steps / seconds
-
-
 # --- the results file ---------------------------------------------------------------------------------------
 
 def read_rows(path: Path, settings: dict) -> list[dict]:
@@ -259,6 +235,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             bar.write(f"{run.name:>12}  N {run.params:>9,}  D {run.tokens:>10,}  val {row['val_loss']:.4f}  "
                       f"{row['wall_s']:6.1f} s  {row['tokens_per_s']:,} tok/s")
     bar.close()
+    save_summary(Path(cfg.OUT_DIR), {"runs": len(rows), "results": str(results), "baselines": floor})
     print(f"results: {results}\nnext: uv run python phase1_foundation/project4_scaling/laws.py")
     return rows
 
