@@ -4,6 +4,11 @@ Each chapter's tests/conftest.py adds its own `tiny` settings (a model small eno
 """
 
 import itertools
+import os
+
+# numpy's BLAS (which scipy's fits use) starts one thread per core; on a busy two-core machine, threads that
+# wait for each other made a small least-squares fit 15x slower. Set before numpy is first imported.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import pytest
 import torch

@@ -436,16 +436,14 @@ def model_shape(n_params: float, aspect_ratio: float = 64, head_size: int = 64) 
     `n_params` (by ratio), with d_model ≈ aspect_ratio · n_layer rounded to whole heads of `head_size`.
     The default ratio, 64, is GPT-2 small's (768 / 12); Kaplan found the loss depends on the shape far less
     than on N."""
-    best, n_layer = None, 1
-    while True:
-        d_model = max(head_size, round(aspect_ratio * n_layer / head_size) * head_size)
-        count = 12 * n_layer * d_model**2
-        distance = abs(np.log(count / n_params))
-        if best is not None and count > n_params and distance > best[0]:
-            return best[1]
-        if best is None or distance < best[0]:
-            best = (distance, (n_layer, d_model))
-        n_layer += 1
+    def shape(n_layer: int) -> tuple[int, int]:
+        return n_layer, max(head_size, round(aspect_ratio * n_layer / head_size) * head_size)
+
+    # 12·L·(aspect·L)² = N solved for L, then the whole depths around it: the rounding of d_model to whole
+    # heads moves the count, so the nearest depth is not always the best
+    guess = round((n_params / (12 * aspect_ratio**2)) ** (1 / 3))
+    candidates = [shape(n_layer) for n_layer in range(max(1, guess - 2), guess + 3)]
+    return min(candidates, key=lambda s: abs(np.log(12 * s[0] * s[1] ** 2 / n_params)))
 
 
 # ---- plots -------------------------------------------------------------------------------------------------
@@ -630,6 +628,7 @@ def flops_per_second(n_layer: int, n_embd: int, cfg, device) -> float:
                           n_head=n_embd // cfg.HEAD_SIZE, n_embd=n_embd)).to(device)
     optimizer = adamw(model, 1e-3, cfg.WEIGHT_DECAY, cfg.BETAS, device)
     x = torch.randint(256, (cfg.BATCH_SIZE, cfg.BLOCK_SIZE), device=device)  # (B, T)
+    loss, start = None, 0.0
     for step in range(steps + 2):
         if step == 2:
             loss.item()  # waits for the device to finish the untimed steps
