@@ -1,0 +1,117 @@
+"""Exercise 1: a cosine cycle longer than the run. What does it do to each run's loss, and to the fitted laws?
+
+Chinchilla (§3, App. B, Fig. A1) found that a cosine cycle more than 25% longer than the run leaves a model
+worse trained than one whose learning rate reaches its floor at the last token; Kaplan et al. ran one long
+cycle for every model, so their short runs ended at a high learning rate, and Chinchilla names this as one
+reason their laws favoured large models trained briefly. train.py ends every cycle at the run's last token
+(COSINE_STRETCH=1.0). Train the same sweep twice, once so and once with a cycle COSINE_STRETCH times the run
+(2.0: the run stops halfway down the cosine, at about 55% of the peak rate instead of 10%), compare the
+runs one by one, and fit both sweeps: Chinchilla's Approaches 1, 2 and 3 (laws.py), side by side.
+
+    uv run python phase1_foundation/project4_scaling/exercises/ex1_cosine_too_long.py
+    uv run python phase1_foundation/project4_scaling/exercises/ex1_cosine_too_long.py --COSINE_STRETCH=1.25
+    uv run python phase1_foundation/project4_scaling/exercises/ex1_cosine_too_long.py --LR_SCALE=3 \
+        --OUT_DIR=checkpoints/project4/exercises/ex1_cosine_too_long_lr3
+
+The sweep is a cheap part of the chapter's: budgets 3e9 and 1e10 FLOPs, five shapes from 1,760 to 25,472
+non-embedding parameters (nine runs, from 76 to 1,850 steps); --BUDGETS and --SHAPES choose others. Each half
+goes to a folder of its own, OUT_DIR/stretch_1 and OUT_DIR/stretch_2 (default OUT_DIR:
+checkpoints/project4/exercises/ex1_cosine_too_long), and a second command reuses the runs already there. A
+sweep made with other settings (--LR_SCALE, --BATCH_SIZE, ...) needs another --OUT_DIR: train.py refuses to
+mix runs made under different settings in one results file.
+
+What you should see (the default command: 2 min 48 s, a 1-thread run on a shared 2-core CPU; the losses do
+not depend on threads, the time does): the opposite of Chinchilla's finding. The longer cycle LOWERS the loss
+of all nine runs, by 0.11 nats on average: by 0.24 for 3e9_1x16 (3.159 to 2.918) and 1e10_1x32 (3.026 to
+2.785), by least for the longest run, 1e10_2x8 (1,850 steps: 2.633 to 2.619). The reason is the peak rate,
+not the schedule: Kaplan's rule gives these tiny models 0.0014 to 0.0022, too little for runs of a few
+hundred steps, which end while the loss is still falling fast; a cycle that ends at 55% of the peak spends
+more learning rate in all, and that buys more than the final decay does. Chinchilla's finding is for a peak
+rate tuned to the model and runs long enough for the decay to pay. Raise the rate and it begins to show in
+the longest runs: with --LR_SCALE=3 (the third command, 2 min 41 s; every run of that cycle-x1 sweep ends
+lower than at LR_SCALE=1) the doubled cycle leaves 1e10_2x8 0.009 worse (2.601 to 2.610) and 1e10_1x16
+0.003 worse, while the seven shorter runs still gain (0.044 on average over all nine). The fits: Approach 1
+picks the same best runs under both cycles (a = 0.53); Approach 2 has no exponent under either, as it needs
+a minimum inside the sizes trained at two budgets: under the chapter's cycle it finds none (at 3e9 the
+smallest model is the best and the parabola opens downward; at 1e10 its minimum lies at N = 90, far below
+the sizes), under the doubled one only at 1e10; Approach 3's a falls from 0.44 to 0.17
+(from 0.27 to 0.04 at LR_SCALE=3). Nine runs at two budgets are too few for five constants: read that as how
+little a small sweep's exponents can be trusted, not as a measurement of the schedule's bias.
+"""
+
+import math
+
+import numpy as np
+
+from phase1_foundation.project4_scaling import laws
+from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, sweep
+
+# The exercise's part of the chapter's sweep; your own --NAME=value settings come after these, so they win.
+SETTINGS = ["--BUDGETS=3e9,1e10", "--SHAPES=2x8,1x16,2x16,1x32,2x32"]
+BASELINE = 1.0  # the chapter's cycle: the floor exactly at the run's last token
+
+
+def last_rate(stretch: float, floor: float) -> float:
+    """The learning rate at the run's last token as a share of the peak, for a cosine cycle `stretch` times
+    the run (warmup neglected): the cosine has gone 1/stretch of its way down."""
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi / stretch))
+
+
+def fit(rows: list[dict]) -> dict:
+    """(a, b) of N_opt ∝ C^a, D_opt ∝ C^b by each of Chinchilla's approaches, and how many budgets Approach 2
+    could use (a minimum inside the sizes trained) and why it left out the others."""
+    runs = laws.Sweep.from_rows(rows)
+    surface = laws.fit_parametric(runs.n, runs.d, runs.loss)
+    first, second = laws.approach1(runs), laws.approach2(runs)
+    return {"Approach 1": (first.a, first.b), "Approach 2": (second.a, second.b),
+            "Approach 3": (surface.a, surface.b), "used": len(second.compute), "flagged": second.flagged}
+
+
+def exponents(fit: dict, name: str) -> str:
+    a, b = fit[name]
+    if np.isnan(a):  # Approach 2 below two budgets with a trusted minimum
+        return f"n/a: {fit['used']} usable budget{'' if fit['used'] == 1 else 's'}"
+    return f"a {a:.2f}, b {b:.2f}"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    own, argv = own_settings(argv, {"COSINE_STRETCH": 2.0})
+    out_dir, settings = parse_args(argv, "ex1_cosine_too_long")
+    stretch = own["COSINE_STRETCH"]
+    if stretch <= BASELINE:
+        raise SystemExit(f"error: --COSINE_STRETCH={stretch:g} is no longer than the run; pass a longer "
+                         "cycle, like 1.25 or 2")
+    stretches = (BASELINE, stretch)
+    rows = {s: sweep([*SETTINGS, *settings, f"--COSINE_STRETCH={s}"], out_dir / f"stretch_{s:g}")
+            for s in stretches}
+    baseline, longer = ({row["name"]: row for row in rows[s]} for s in stretches)
+    floor = rows[BASELINE][0]["settings"]["MIN_LR_RATIO"]
+
+    print(f"\nthe same runs with a cosine cycle as long as the run (the rate ends at {floor:.0%} of its "
+          f"peak) and {stretch:g} times as long (it ends at about {last_rate(stretch, floor):.0%}):")
+    print(f"{'run':<12}{'N':>8}{'D':>11}{'steps':>7}{f'loss x{BASELINE:g}':>12}{f'loss x{stretch:g}':>12}"
+          f"{'change':>9}")
+    changes = {}
+    for name, row in baseline.items():
+        changes[name] = longer[name]["val_loss"] - row["val_loss"]
+        print(f"{name:<12}{row['params']:>8,}{row['tokens']:>11,}{row['steps']:>7}{row['val_loss']:>12.4f}"
+              f"{longer[name]['val_loss']:>12.4f}{changes[name]:>+9.4f}")
+    worse = sum(change > 0 for change in changes.values())
+    print(f"the longer cycle raised the loss of {worse} of {len(changes)} runs; mean change "
+          f"{np.mean(list(changes.values())):+.4f} nats")
+
+    fits = {s: fit(rows[s]) for s in stretches}
+    print(f"\nthe fitted allocation, N_opt ∝ C^a and D_opt ∝ C^b:{f'cycle x{BASELINE:g}':>24}"
+          f"{f'cycle x{stretch:g}':>24}")
+    for name in ("Approach 1", "Approach 2", "Approach 3"):
+        print(f"{name:<50}{exponents(fits[BASELINE], name):>24}{exponents(fits[stretch], name):>24}")
+    papers = ", ".join(f"{paper} a {a:.2f}" for paper, (a, _) in laws.PAPER_EXPONENTS.items())
+    print(f"papers: {papers}")
+    for s in stretches:
+        for budget, problem in fits[s]["flagged"].items():
+            print(f"cycle x{s:g}: Approach 2 left out C = {budget:.3g}: {problem}")
+    return {"rows": rows, "changes": changes, "fits": fits}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Exercise 2: deep and narrow or shallow and wide? At a fixed N, how much does the shape matter?
+
+Kaplan et al. (§3.1, Fig. 5) held the non-embedding parameters N fixed and varied the shape: the loss moved
+by only a few percent while the aspect ratio d_model / n_layer changed by a factor of 40 (a 6-layer model of
+width 4288 came within 3% of GPT-2's 48 x 1600), far less than it moves with N. That is why a scaling law can
+be written in N alone, and why a planner may pick any reasonable shape for the N it asks for. Train shapes
+of nearly equal N at the same budget, and set the spread of their losses beside what doubling N does there.
+
+    uv run python phase1_foundation/project4_scaling/exercises/ex2_width_vs_depth.py
+    uv run python phase1_foundation/project4_scaling/exercises/ex2_width_vs_depth.py --BUDGETS=1e11
+    uv run python phase1_foundation/project4_scaling/exercises/ex2_width_vs_depth.py --SHAPES=1x16,4x8 \
+        --DOUBLE=2x16
+
+The shapes (with HEAD_SIZE=8, so every width is whole heads of 8): 1x32 (12,768 non-embedding parameters,
+aspect ratio 32), 2x24 (14,496; 12), 4x16 (13,152; 4) and 15x8 (13,096; 0.53, a single head per layer), all
+within 14% of each other in N, each trained on the D = C / 6N tokens of 3e10 FLOPs; and --DOUBLE=2x32
+(25,472, twice 1x32's N) at the same budget, for the scale. --SHAPES must be within 15% of each other in N.
+The runs go to OUT_DIR (default checkpoints/project4/exercises/ex2_width_vs_depth); a second command reuses
+them.
+
+What you should see (the default command: 1 min 42 s, a 1-thread run on a shared 2-core CPU; the losses do
+not depend on threads, the time does): from d_model / n_layer = 32 down to 4, Kaplan's picture. 1x32 ends at
+2.594, 2x24 0.020 above it and 4x16 0.054 above it (2% of the loss) while the ratio falls 8x; doubling N
+instead, 2x32 at the same budget, moves the loss twice as far, by 0.116 (up, not down: at 3e10 FLOPs the
+chapter's sweep has its best run at 3,312 parameters, so twice 12,768 on half the tokens loses). The fourth
+shape leaves that picture: 15x8, a stream of 8 numbers through 15 single-head layers, ends 0.228 above
+1x32, twice what doubling N cost. Kaplan compared models of millions of parameters, whose narrowest were
+still hundreds of dimensions wide; the "few percent" holds over a wide range of reasonable shapes, not at
+any shape, and a stream this narrow is a bottleneck every layer must squeeze through. Wider was better at
+every step here, and cheaper to run too: the same FLOPs took 8 s as 1x32 and 37 s as 15x8, whose 15 small
+layers run one after another.
+"""
+
+from common.config import load_config
+from phase1_foundation.project4_scaling import config
+from phase1_foundation.project4_scaling.download_data import parse_shape
+from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, sweep
+from phase1_foundation.project4_scaling.model import non_embedding_parameters
+
+# The exercise's budget and shapes; your own --NAME=value settings come after these, so they win.
+SETTINGS = ["--BUDGETS=3e10", "--SHAPES=1x32,2x24,4x16,15x8"]
+SAME_N = 1.15  # the largest N over the smallest that still counts as "nearly equal"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    own, argv = own_settings(argv, {"DOUBLE": "2x32"})
+    out_dir, settings = parse_args(argv, "ex2_width_vs_depth")
+    cfg = load_config(config, [*SETTINGS, *settings])
+    if len(cfg.BUDGETS) != 1:
+        raise SystemExit(f"error: pass one budget (--BUDGETS=3e10), not {len(cfg.BUDGETS)}: the shapes are "
+                         "compared at one")
+    shapes = [parse_shape(text, cfg.HEAD_SIZE) for text in cfg.SHAPES]
+    double = parse_shape(own["DOUBLE"], cfg.HEAD_SIZE)
+    params = {shape: non_embedding_parameters(*shape) for shape in [*shapes, double]}
+    same = [params[shape] for shape in shapes]
+    if len(shapes) < 2 or max(same) > SAME_N * min(same):
+        raise SystemExit(f"error: --SHAPES must be two or more shapes within {SAME_N - 1:.0%} of each other "
+                         f"in N; these have N = {', '.join(f'{n:,}' for n in same)}")
+    everything = ",".join(f"{layers}x{width}" for layers, width in [*shapes, double])
+    rows = sweep([*SETTINGS, *settings, f"--SHAPES={everything}"], out_dir)
+    trained = {(row["n_layer"], row["d_model"]): row for row in rows}
+    missing = [f"{layers}x{width}" for layers, width in params if (layers, width) not in trained]
+    if missing:
+        raise SystemExit(f"error: train.py left out {', '.join(missing)} at this budget (too few steps or "
+                         "too many tokens; see its output); choose another --BUDGETS or other shapes")
+
+    losses = {shape: trained[shape]["val_loss"] for shape in shapes}
+    best = min(losses, key=losses.get)
+    print(f"\nshapes of nearly equal N at C = {rows[0]['budget']:.3g} FLOPs, each on D = C / 6N tokens:")
+    print(f"{'shape':<8}{'N':>8}{'d_model / n_layer':>19}{'heads':>7}{'D':>10}{'loss':>9}{'vs best':>9}")
+    for layers, width in [*shapes, double]:
+        row = trained[(layers, width)]
+        label = "  (the doubled N)" if (layers, width) == double else ""
+        print(f"{f'{layers}x{width}':<8}{row['params']:>8,}{width / layers:>19.2f}{width // cfg.HEAD_SIZE:>7}"
+              f"{row['tokens']:>10,}{row['val_loss']:>9.4f}{row['val_loss'] - losses[best]:>+9.4f}{label}")
+    spread = max(losses.values()) - losses[best]
+    gap = trained[double]["val_loss"] - losses[best]
+    aspects = [width / layers for layers, width in shapes]
+    print(f"\nthe {len(shapes)} shapes spread over {spread:.4f} nats while d_model / n_layer goes from "
+          f"{min(aspects):.2g} to {max(aspects):.2g}; {params[double] / params[best]:.2f}x the best shape's "
+          f"N, at the same budget, changes the loss by {gap:+.4f}")
+    return {"losses": {f"{layers}x{width}": loss for (layers, width), loss in losses.items()},
+            "aspect_ratios": aspects, "spread": spread, "double_gap": gap}
+
+
+if __name__ == "__main__":
+    main()

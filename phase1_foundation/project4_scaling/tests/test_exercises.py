@@ -1,0 +1,121 @@
+"""The exercises' worked solutions at a tiny size: each runs end to end on sweeps that train in seconds.
+
+At this size no loss means anything, so what is checked is what the code guarantees: exercise 1 trains the
+same runs under two schedules and fits both, exercise 2 compares shapes of nearly equal N and refuses shapes
+that are not, exercise 3's plans are Chinchilla's closed form at the compute the minutes buy.
+
+Approach 3's fit starts L-BFGS once, from Chinchilla's constants, instead of from 25 points of the paper's
+grid: the search is tests/test_laws.py's business. On a tiny sweep the 25 starts take seconds each at one
+thread, and minutes when numpy's BLAS threads share two busy cores.
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from phase1_foundation.project4_scaling import laws
+from phase1_foundation.project4_scaling.exercises import (
+    ex1_cosine_too_long,
+    ex2_width_vs_depth,
+    ex3_plan_your_gpu_hour,
+)
+from phase1_foundation.project4_scaling.model import non_embedding_parameters
+
+
+@pytest.fixture
+def tiny(corpus_file, tmp_path_factory):
+    """tests/test_train.py's tiny settings, without the sweep itself (budgets, shapes, folder)."""
+    data_dir = tmp_path_factory.getbasetemp() / "prepared4"  # shared: prepared once per session
+    return [
+        f"--TEXT_FILE={corpus_file}", f"--DATA_DIR={data_dir}", "--DEVICE=cpu", "--PRESET=cpu",
+        "--BLOCK_SIZE=16", "--BATCH_SIZE=4", "--MIN_STEPS=4", "--VAL_TOKENS=512",
+    ]
+
+
+@pytest.fixture
+def one_start(monkeypatch):
+    fit_parametric = laws.fit_parametric
+    monkeypatch.setattr(laws, "fit_parametric", lambda n, d, loss: fit_parametric(
+        n, d, loss, start=laws.PUBLISHED_SURFACES["paper-rounded"]))
+
+
+def test_ex1_trains_the_same_runs_under_both_cycles_and_fits_both(tiny, tmp_path, one_start):
+    results = ex1_cosine_too_long.main([*tiny, "--BUDGETS=2e7,5e7", "--SHAPES=1x16,2x16,1x32",
+                                        f"--OUT_DIR={tmp_path}"])
+    rows = results["rows"]
+    names = ["2e7_1x16", "2e7_2x16", "2e7_1x32", "5e7_1x16", "5e7_2x16", "5e7_1x32"]
+    assert [row["name"] for row in rows[1.0]] == [row["name"] for row in rows[2.0]] == names
+    for stretch in (1.0, 2.0):
+        assert {row["settings"]["COSINE_STRETCH"] for row in rows[stretch]} == {stretch}
+        assert (tmp_path / f"stretch_{stretch:g}" / "results.jsonl").is_file()
+    # Only the schedule differs, and it changes every run's loss.
+    def run(row: dict) -> tuple:
+        return row["params"], row["tokens"], row["steps"], row["peak_lr"]
+
+    assert list(map(run, rows[1.0])) == list(map(run, rows[2.0]))
+    assert all(change != 0 for change in results["changes"].values())
+    for fit in results["fits"].values():
+        assert fit["Approach 3"][0] + fit["Approach 3"][1] == pytest.approx(1)  # a + b = 1: C = 6ND
+        assert all(math.isfinite(x) for x in fit["Approach 1"])
+
+
+def test_ex1_refuses_a_cycle_no_longer_than_the_run(tmp_path):
+    with pytest.raises(SystemExit, match="error: --COSINE_STRETCH=1 is no longer than the run"):
+        ex1_cosine_too_long.main(["--COSINE_STRETCH=1", f"--OUT_DIR={tmp_path}"])
+
+
+def test_ex2_sets_the_shapes_spread_beside_the_doubled_n(tiny, tmp_path):
+    # 1x16 and 4x8 have 3,312 and 3,504 non-embedding parameters; 2x16 has 6,592
+    results = ex2_width_vs_depth.main([*tiny, "--BUDGETS=5e7", "--SHAPES=1x16,4x8", "--DOUBLE=2x16",
+                                       f"--OUT_DIR={tmp_path}"])
+    losses = results["losses"]
+    assert set(losses) == {"1x16", "4x8"} and results["aspect_ratios"] == [16, 2]
+    assert results["spread"] == pytest.approx(max(losses.values()) - min(losses.values()))
+    rows = laws.read_results(tmp_path / "results.jsonl")
+    assert [row["name"] for row in rows] == ["5e7_1x16", "5e7_4x8", "5e7_2x16"]
+    doubled = rows[-1]["val_loss"]
+    assert results["double_gap"] == pytest.approx(doubled - min(losses.values()))
+
+
+@pytest.mark.parametrize("settings, message", [
+    (["--SHAPES=1x16,1x32"], "within 15% of each other in N; these have N = 3,312, 12,768"),
+    (["--BUDGETS=1e10,3e10"], "pass one budget"),
+])
+def test_ex2_refuses_before_training(settings, message, tmp_path):
+    with pytest.raises(SystemExit, match=message):
+        ex2_width_vs_depth.main([*settings, "--DEVICE=cpu", f"--OUT_DIR={tmp_path}"])
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_ex3_plans_the_compute_the_minutes_buy(tmp_path):
+    results = ex3_plan_your_gpu_hour.main(["--DEVICE=cpu", "--GPU=A100", "--MFU=0.5", "--PLAN_MINUTES=30",
+                                           f"--OUT_DIR={tmp_path}"])  # no sweep there: published constants
+    assert results["compute"] == pytest.approx(30 * 60 * 312e12 * 0.5)
+    plans = results["plans"]
+    assert list(plans) == list(laws.PUBLISHED_SURFACES)
+    for name, plan in plans.items():
+        n_opt, d_opt = laws.ChinchillaPlanner(name).get_optimal_params_and_tokens(results["compute"])
+        assert (plan["n_opt"], plan["d_opt"]) == pytest.approx((n_opt, d_opt))
+        assert plan["n_shape"] == non_embedding_parameters(*plan["shape"])
+        # the planned shape on D_opt tokens takes the 30 minutes, scaled by how far its N is from N_opt
+        assert plan["minutes"] == pytest.approx(30 * plan["n_shape"] / n_opt)
+
+
+def test_ex3_adds_the_plan_of_your_own_sweep(tmp_path, one_start):
+    # A sweep whose losses lie exactly on Epoch AI's surface: the fit must find it, and plan as it does.
+    surface, rows = laws.PUBLISHED_SURFACES["epoch-2024"], []
+    for budget in (1e9, 1e10, 1e11):
+        for n in np.geomspace(1e3, 1e5, 5):
+            d = budget / (6 * n)
+            rows.append({"name": f"{budget:.0e}_{n:.0f}", "budget": budget, "params": n, "tokens": d,
+                         "flops": budget, "val_loss": float(surface.loss(n, d))})
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    results = ex3_plan_your_gpu_hour.main(["--DEVICE=cpu", "--PEAK_TFLOPS=100", f"--OUT_DIR={tmp_path}"])
+    assert results["peak_flops"] == 100e12
+    ours, epoch = results["plans"]["your sweep"], results["plans"]["epoch-2024"]
+    assert ours["a"] == pytest.approx(surface.a, abs=0.01)
+    assert ours["n_opt"] == pytest.approx(epoch["n_opt"], rel=0.1)
+    with pytest.raises(SystemExit, match="error: no peak listed for --GPU=B300"):
+        ex3_plan_your_gpu_hour.main(["--DEVICE=cpu", "--GPU=B300", f"--OUT_DIR={tmp_path}"])
