@@ -61,5 +61,21 @@ PRESETS = {
     "gpu": dict(
         CORPUS="wikitext-103", BUDGETS=(1e11, 1e12, 1e13, 1e14), BATCH_SIZE=32,
         SHAPES=("1x16", "2x16", "1x32", "2x32", "2x48", "2x64", "3x64", "3x96", "4x128", "6x192", "8x256"),
+        # emergence.py: nearly twice the sizes, closer around the jump, 4x the held-out problems; untimed
+        EM_SHAPES=("1x8", "1x16", "2x24", "2x32", "2x40", "2x48", "2x56", "2x64", "2x72", "2x80", "2x96"),
+        EM_EVAL_PROBLEMS=2000,
     ),
 }
+
+# --- emergence (emergence.py) ---
+# Multi-digit addition as text, "123+045=0168", learned by a sweep of model sizes from a stream of random
+# problems; every size of both variants trains on the same EM_TOKENS tokens, so C = 6·N·EM_TOKENS.
+EM_DIGITS = 3  # digits per operand, the answer one more (PAPER: Wei et al. 2022, Table 1: 3-digit addition)
+EM_SHOTS = 1  # solved problems before each query; each one more is new positions to learn (emergence.py)
+EM_SHAPES = ("1x8", "1x16", "2x32", "2x48", "2x64", "2x96")  # "n_layer x d_model": 888 to 224k N
+EM_VARIANTS = ("plain", "scratchpad")  # the answer alone, or its column sums first (PAPER: Nye et al. 2021)
+EM_TOKENS = 1_000_000  # training tokens per model, every size and both variants: equal compute per size
+EM_BATCH_SIZE = 32  # rows per optimizer step
+EM_HEAD_SIZE = 8  # dimensions per attention head (a 1x8 model has one head)
+EM_LR = 5e-3  # peak learning rate, warmup and cosine as the sweep's (at 1e-2 a 2x96 model stalled)
+EM_EVAL_PROBLEMS = 500  # held-out problems scored per model, never drawn for training
