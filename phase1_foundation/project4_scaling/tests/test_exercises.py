@@ -119,3 +119,27 @@ def test_ex3_adds_the_plan_of_your_own_sweep(tmp_path, one_start):
     assert ours["n_opt"] == pytest.approx(epoch["n_opt"], rel=0.1)
     with pytest.raises(SystemExit, match="error: no peak listed for --GPU=B300"):
         ex3_plan_your_gpu_hour.main(["--DEVICE=cpu", "--GPU=B300", f"--OUT_DIR={tmp_path}"])
+
+
+def test_ex4_moves_the_threshold_with_the_answer_length(tmp_path, capsys):
+    from phase1_foundation.project4_scaling.exercises import ex4_answer_length
+
+    rows = [  # three models' scores on 2-digit answers, position by position, and their prefix exact match
+        {"variant": "plain", "shape": "1x8", "params": 888, "digit_accuracy": [0.9, 0.1],
+         "prefix_exact_match": [0.9, 0.1]},
+        {"variant": "plain", "shape": "2x32", "params": 25472, "digit_accuracy": [1.0, 0.4],
+         "prefix_exact_match": [1.0, 0.4]},
+        {"variant": "plain", "shape": "2x64", "params": 100096, "digit_accuracy": [1.0, 0.8],
+         "prefix_exact_match": [1.0, 0.8]},
+        {"variant": "scratchpad", "shape": "1x8", "params": 888, "digit_accuracy": [1.0, 1.0],
+         "prefix_exact_match": [1.0, 1.0]},  # another variant: left out
+    ]
+    (tmp_path / "emergence.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    found = ex4_answer_length.main([f"--OUT_DIR={tmp_path}", "--DEVICE=cpu", "--PRESET=cpu"])
+    assert [item["params"] for item in found] == [888, 100096]  # one digit: the smallest; two: the largest
+    assert found[1]["gap"] == pytest.approx(0.1 - 0.9 * 0.1)  # the 1x8 model: measured against the product
+    assert "reaches 0.50 at 100,096 parameters (2x64)" in capsys.readouterr().out
+    assert ex4_answer_length.main([f"--OUT_DIR={tmp_path}", "--THRESHOLD=0.3", "--DEVICE=cpu",
+                                   "--PRESET=cpu"])[1]["params"] == 25472
+    with pytest.raises(SystemExit, match="error: no .*emergence.jsonl; run emergence.py first"):
+        ex4_answer_length.main([f"--OUT_DIR={tmp_path / 'none'}", "--DEVICE=cpu", "--PRESET=cpu"])
