@@ -53,7 +53,8 @@ PLAN_CONSTANTS = "ours"  # ours (the sweep's own fit), paper-rounded, paper-unro
 PLAN_ASPECT_RATIO = 32  # d_model / n_layer of the planned shape (GPT-2 small's is 64; tiny models want less)
 
 PRESETS = {
-    # Two CPU cores: 4 budgets from 3e9 to 1e11 FLOPs, 25 runs, on the embedded corpus.
+    # Two CPU cores: 4 budgets from 3e9 to 1e11 FLOPs, 25 runs, on the embedded corpus: 4 min 53 s on a clean
+    # clone (measured, corpus preparation included).
     "cpu": dict(),
     # A laptop GPU: three more decades of compute, to 1e14 FLOPs, and models to 3M parameters, on
     # WikiText-103 (540M characters: the largest run's smallest models read 170M). Larger batches keep a GPU
