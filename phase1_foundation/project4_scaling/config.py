@@ -52,23 +52,7 @@ PLAN_MINUTES = 0.0  # > 0: also plan a compute-optimal run of this many minutes 
 PLAN_CONSTANTS = "ours"  # ours (the sweep's own fit), paper-rounded, paper-unrounded or epoch-2024
 PLAN_ASPECT_RATIO = 32  # d_model / n_layer of the planned shape (GPT-2 small's is 64; tiny models want less)
 
-PRESETS = {
-    # Two CPU cores: 4 budgets from 3e9 to 1e11 FLOPs, 25 runs, on the embedded corpus: 4 min 53 s on a clean
-    # clone (measured, corpus preparation included).
-    "cpu": dict(),
-    # A laptop GPU: three more decades of compute, to 1e14 FLOPs, and models to 3M parameters, on
-    # WikiText-103 (540M characters: the largest run's smallest models read 170M). Larger batches keep a GPU
-    # busy; the runs are long enough in steps to afford them. Not yet timed on a GPU.
-    "gpu": dict(
-        CORPUS="wikitext-103", BUDGETS=(1e11, 1e12, 1e13, 1e14), BATCH_SIZE=32,
-        SHAPES=("1x16", "2x16", "1x32", "2x32", "2x48", "2x64", "3x64", "3x96", "4x128", "6x192", "8x256"),
-        # emergence.py: nearly twice the sizes, closer around the jump, 4x the held-out problems; untimed
-        EM_SHAPES=("1x8", "1x16", "2x24", "2x32", "2x40", "2x48", "2x56", "2x64", "2x72", "2x80", "2x96"),
-        EM_EVAL_PROBLEMS=2000,
-    ),
-}
-
-# --- emergence (emergence.py) ---
+# --- emergence (emergence.py) ----------------------------------------------------------------------------
 # Multi-digit addition as text, "123+045=0168", learned by a sweep of model sizes from a stream of random
 # problems; every size of both variants trains on the same EM_TOKENS tokens, so C = 6·N·EM_TOKENS.
 EM_DIGITS = 3  # digits per operand, the answer one more (PAPER: Wei et al. 2022, Table 1: 3-digit addition)
@@ -80,3 +64,19 @@ EM_BATCH_SIZE = 32  # rows per optimizer step
 EM_HEAD_SIZE = 8  # dimensions per attention head (a 1x8 model has one head)
 EM_LR = 5e-3  # peak learning rate, warmup and cosine as the sweep's (at 1e-2 a 2x96 model stalled)
 EM_EVAL_PROBLEMS = 500  # held-out problems scored per model, never drawn for training
+
+PRESETS = {
+    # Two CPU cores: 4 budgets from 3e9 to 1e11 FLOPs, 25 runs, on the embedded corpus: 4 min 53 s on a clean
+    # clone (measured, corpus preparation included).
+    "cpu": dict(),
+    # A laptop GPU: three more decades of compute, to 1e14 FLOPs, and models to 6.3M parameters, on
+    # WikiText-103 (540M characters: the largest run's smallest models read 170M). Larger batches keep a GPU
+    # busy; the runs are long enough in steps to afford them. Not yet timed on a GPU.
+    "gpu": dict(
+        CORPUS="wikitext-103", BUDGETS=(1e11, 1e12, 1e13, 1e14), BATCH_SIZE=32,
+        SHAPES=("1x16", "2x16", "1x32", "2x32", "2x48", "2x64", "3x64", "3x96", "4x128", "6x192", "8x256"),
+        # emergence.py: nearly twice the sizes, closer around the jump, 4x the held-out problems; untimed
+        EM_SHAPES=("1x8", "1x16", "2x24", "2x32", "2x40", "2x48", "2x56", "2x64", "2x72", "2x80", "2x96"),
+        EM_EVAL_PROBLEMS=2000,
+    ),
+}
