@@ -84,6 +84,8 @@ from common.interrupt import GracefulInterrupt
 from common.metrics import progress
 from common.optim import adamw, set_lr, warmup_cosine
 from phase1_foundation.project4_scaling import config
+from phase1_foundation.project4_scaling.download_data import parse_shape
+from phase1_foundation.project4_scaling.laws import new_figure, save_figure
 from phase1_foundation.project4_scaling.model import GPT, GPTConfig
 
 SCRIPT = "phase1_foundation/project4_scaling/emergence.py"
@@ -284,17 +286,6 @@ class EmergenceEvaluator:
 
 # --- the sweep ----------------------------------------------------------------------------------------------
 
-def parse_shape(shape: str) -> tuple[int, int]:
-    """"2x64" -> (n_layer, n_embd)."""
-    try:
-        n_layer, n_embd = (int(part) for part in shape.lower().split("x"))
-    except ValueError:
-        raise SystemExit(f"error: cannot read shape {shape!r}; write n_layer x d_model, like 2x64") from None
-    if n_layer < 1 or n_embd < 1:
-        raise SystemExit(f"error: shape {shape!r} needs at least one layer and one dimension")
-    return n_layer, n_embd
-
-
 def check(cfg: SimpleNamespace) -> None:
     """One line for each setting that cannot work, before anything trains."""
     if not 1 <= cfg.EM_DIGITS <= 9:  # a problem (a, b) is numbered a·10^D + b, which must fit in 64 bits
@@ -311,7 +302,7 @@ def check(cfg: SimpleNamespace) -> None:
     if not cfg.EM_SHAPES:
         raise SystemExit("error: --EM_SHAPES is empty; name at least one shape, like --EM_SHAPES=2x64")
     for shape in cfg.EM_SHAPES:
-        parse_shape(shape)
+        parse_shape(shape, cfg.EM_HEAD_SIZE)
     if 10**cfg.EM_DIGITS * 10**cfg.EM_DIGITS < 2 * cfg.EM_EVAL_PROBLEMS or cfg.EM_EVAL_PROBLEMS < 1:
         raise SystemExit(f"error: --EM_EVAL_PROBLEMS={cfg.EM_EVAL_PROBLEMS}; hold out at least 1 and at most "
                          f"half of the {100**cfg.EM_DIGITS:,} {cfg.EM_DIGITS}-digit problems")
@@ -324,10 +315,10 @@ def check(cfg: SimpleNamespace) -> None:
 
 def make_model(task: Addition, shape: str, shots: int, head_size: int, device: torch.device) -> GPT:
     """A GPT whose context holds one row exactly: the task line, shots + 1 lines, less the last newline."""
-    n_layer, n_embd = parse_shape(shape)
+    n_layer, n_embd = parse_shape(shape, head_size)
     block_size = len(task.row(np.zeros((shots + 1, 2), dtype=int))) - 1
     return GPT(GPTConfig(vocab_size=len(VOCAB), block_size=block_size, n_layer=n_layer,
-                         n_head=max(1, n_embd // head_size), n_embd=n_embd)).to(device)
+                         n_head=n_embd // head_size, n_embd=n_embd)).to(device)
 
 
 def steps_for(task: Addition, cfg: SimpleNamespace) -> int:
@@ -356,7 +347,8 @@ def train_one(task: Addition, shape: str, cfg: SimpleNamespace, evaluator: Emerg
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         tokens += x.numel()
-        bar.set_postfix(run=f"{task.variant} {shape}", loss=f"{loss.item():.3f}")
+        if step % 10 == 0 or step == steps - 1:  # item() waits for the device: not at every step
+            bar.set_postfix(run=f"{task.variant} {shape}", loss=f"{loss.item():.3f}")
         bar.update()
     n = model.num_parameters(non_embedding=True)
     return {
@@ -453,14 +445,6 @@ def report(rows: list[dict], length: int) -> None:
         print(f"scratchpad minus plain, exact match at equal compute: {', '.join(gains)}")
 
 
-def _figure(width: float, height: float):
-    # Imported here: matplotlib takes seconds to load and only the plots need it. A bare Figure renders with
-    # the Agg backend and needs no display.
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height))
-
-
 def _series(rows: list[dict], variant: str) -> list[dict]:
     return sorted((row for row in rows if row["variant"] == variant), key=lambda row: row["params"])
 
@@ -473,7 +457,7 @@ def plot_metrics(rows: list[dict], path: Path, digits: int) -> Path | None:
     if not plain:
         return None
     length = digits + 1
-    fig = _figure(17, 7.5)
+    fig = new_figure(17, 7.5)
     axes = fig.subplots(2, 4)
     for axes_row, (x_key, x_label) in zip(axes, (("params", "non-embedding parameters N"),
                                                  ("flops", "training FLOPs, 6·N·D")), strict=True):
@@ -487,7 +471,7 @@ def plot_metrics(rows: list[dict], path: Path, digits: int) -> Path | None:
             ax.grid(alpha=0.3)
     fig.suptitle(f"{digits}-digit addition, the same {len(plain)} models under four metrics: exact match "
                  "(Wei et al. 2022) and three continuous ones (Schaeffer et al. 2023)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_scratchpad(rows: list[dict], path: Path) -> Path | None:
@@ -496,7 +480,7 @@ def plot_scratchpad(rows: list[dict], path: Path) -> Path | None:
     series = {variant: _series(rows, variant) for variant in HEADERS}
     if not all(series.values()):
         return None
-    fig = _figure(15, 4.5)
+    fig = new_figure(15, 4.5)
     axes = fig.subplots(1, 3)
     panels = (("params", "exact_match", "non-embedding parameters N"),
               ("flops", "exact_match", "training FLOPs, 6·N·D"),
@@ -508,7 +492,7 @@ def plot_scratchpad(rows: list[dict], path: Path) -> Path | None:
         ax.grid(alpha=0.3)
         ax.legend()
     fig.suptitle("the column sums before the answer (scratchpad) or the answer alone, equal compute per size")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_length(rows: list[dict], path: Path) -> Path | None:
@@ -518,7 +502,7 @@ def plot_length(rows: list[dict], path: Path) -> Path | None:
     plain = _series(rows, "plain")
     if not plain:
         return None
-    fig = _figure(6.4, 4.8)
+    fig = new_figure(6.4, 4.8)
     ax = fig.add_subplot()
     for i, row in enumerate(plain):
         lengths = np.arange(1, len(row["prefix_exact_match"]) + 1)
@@ -528,14 +512,7 @@ def plot_length(rows: list[dict], path: Path) -> Path | None:
            title="measured (solid); product of the l digits' accuracies (dotted)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small", title="shape")
-    return _save(fig, path)
-
-
-def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, path)
 
 
 if __name__ == "__main__":

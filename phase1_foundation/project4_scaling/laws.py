@@ -449,7 +449,7 @@ def model_shape(n_params: float, aspect_ratio: float = 64, head_size: int = 64) 
 # ---- plots -------------------------------------------------------------------------------------------------
 
 
-def _figure(width: float = 6.4, height: float = 4.8):
+def new_figure(width: float = 6.4, height: float = 4.8):
     # Imported here: matplotlib takes seconds to load and only the plots need it. A bare Figure renders with
     # the Agg backend and needs no display.
     from matplotlib.figure import Figure
@@ -457,7 +457,7 @@ def _figure(width: float = 6.4, height: float = 4.8):
     return Figure(figsize=(width, height))
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -467,7 +467,7 @@ def _save(fig, path: Path) -> Path:
 def plot_isoflops(sweep: Sweep, path: Path) -> Path:
     """Loss against N at each budget, with each budget's parabola and, where it is trusted, its minimum
     (Approach 2)."""
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     for i, budget in enumerate(sweep.budgets()):
         n, loss, colour = sweep.n[sweep.budget == budget], sweep.loss[sweep.budget == budget], f"C{i % 10}"
@@ -483,7 +483,7 @@ def plot_isoflops(sweep: Sweep, path: Path) -> Path:
     ax.set(xscale="log", xlabel="non-embedding parameters N", ylabel="final validation loss (nats/token)",
            title="IsoFLOP curves; stars: each parabola's minimum")
     ax.legend(fontsize="small")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_allocation(allocations: dict[str, Allocation], surface: LossSurface, path: Path) -> Path:
@@ -492,7 +492,7 @@ def plot_allocation(allocations: dict[str, Allocation], surface: LossSurface, pa
     The papers' lines show slopes only (their N_opt at our budgets is not ours: other data, another
     tokenizer), so each is drawn through the centre of our Approach 1 points.
     """
-    fig = _figure(11, 4.6)
+    fig = new_figure(11, 4.6)
     reference = allocations["Approach 1"]
     compute = np.geomspace(reference.compute.min() / 2, reference.compute.max() * 2, 50)
     ours = {name: (fit.n_scale * compute**fit.a, fit.d_scale * compute**fit.b, fit.a, fit.b)
@@ -515,13 +515,13 @@ def plot_allocation(allocations: dict[str, Allocation], surface: LossSurface, pa
         ax.set(xscale="log", yscale="log", xlabel="compute C (FLOPs)", ylabel=label)
         ax.legend(fontsize="x-small")
     fig.suptitle("Compute-optimal allocation: ours (colours) and the papers' slopes (dotted)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_parametric(sweep: Sweep, surface: LossSurface, path: Path) -> Path:
     """Contours of the fitted L(N, D), each budget's IsoFLOP line N·D = C/6, the runs, and the efficient
     frontier: the point of each IsoFLOP line on the lowest contour it reaches."""
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     n = np.geomspace(sweep.n.min() / 3, sweep.n.max() * 3, 200)
     d = np.geomspace(sweep.d.min() / 3, sweep.d.max() * 3, 200)
@@ -537,13 +537,13 @@ def plot_parametric(sweep: Sweep, surface: LossSurface, path: Path) -> Path:
     ax.set(xscale="log", yscale="log", xlim=(n[0], n[-1]), ylim=(d[0], d[-1]), xlabel="N (parameters)",
            ylabel="D (tokens)", title=f"fitted L(N, D): a = {surface.a:.2f}, b = {surface.b:.2f}")
     ax.legend(fontsize="x-small")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_loss_vs_compute(sweep: Sweep, surface: LossSurface, path: Path) -> Path:
     """Every run's final loss against the FLOPs it spent, coloured by N, and the loss the fitted surface
     predicts on its efficient frontier."""
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     points = ax.scatter(sweep.flops, sweep.loss, c=np.log10(sweep.n), cmap="viridis")
     fig.colorbar(points, ax=ax, label="log10 N")
@@ -553,7 +553,7 @@ def plot_loss_vs_compute(sweep: Sweep, surface: LossSurface, path: Path) -> Path
     ax.set(xscale="log", xlabel="compute spent 6ND (FLOPs)", ylabel="final validation loss (nats/token)",
            title="loss against compute, every run")
     ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # ---- the report --------------------------------------------------------------------------------------------

@@ -207,7 +207,7 @@ def test_ctrl_c_keeps_the_finished_models_and_a_rerun_trains_the_rest(tmp_path, 
 
 @pytest.mark.parametrize("setting, message", [
     ("--EM_VARIANTS=plain,cot", "unknown variant 'cot'"),
-    ("--EM_SHAPES=2by32", "cannot read shape '2by32'"),
+    ("--EM_SHAPES=2by32", "cannot read the shape '2by32'"),
     ("--EM_DIGITS=0", "1 to 9 digits"),
     ("--EM_TOKENS=10", "less than one batch"),
     ("--EM_EVAL_PROBLEMS=0", "hold out at least 1"),
