@@ -8,6 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import regex
+import torch
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,3 +227,28 @@ def test_notebook_runs_and_draws_its_figures(path, tmp_path, monkeypatch):
             if notebook == f"notebooks/{path.name}":
                 lines = [line.rstrip() for line in block.splitlines()]
                 assert in_order(lines, output), f"{page.name} quotes output that {path.name} did not print"
+
+
+def test_trained_gpt_looks_inside_chapter_1s_newest_checkpoint(corpus_file, tmp_path, monkeypatch):
+    """The suite runs the notebooks on the tiny fallback model; the path a learner with a chapter 1 checkpoint
+    takes (the model and the tokenizer its checkpoint names, and the weights it used) is checked here."""
+    from phase1_foundation.project1_gpt import train
+
+    checkpoints = tmp_path / "checkpoints"
+    train.main([f"--TEXT_FILE={corpus_file}", f"--DATA_DIR={tmp_path / 'data'}", f"--OUT_DIR={checkpoints}",
+                "--DEVICE=cpu", "--PRESET=cpu", "--VOCAB_SIZE=512", "--N_LAYER=2", "--N_HEAD=2",
+                "--N_EMBD=32", "--BLOCK_SIZE=32", "--BATCH_SIZE=4", "--MAX_ITERS=10", "--WARMUP_ITERS=2",
+                "--EVAL_INTERVAL=5", "--EVAL_ITERS=1", "--SAMPLE_TOKENS=5"])
+    monkeypatch.setenv("DOCS_CHECKPOINTS", str(checkpoints))
+    monkeypatch.syspath_prepend(str(NOTEBOOKS))
+    from trained_gpt import attention_weights, trained_gpt
+
+    model, tokenizer, about = trained_gpt()
+    assert about.startswith("chapter 1 checkpoint gpt_iter10_") and not model.training
+    idx = torch.tensor([tokenizer.encode("The history of the city")])  # (1, T)
+    T = idx.shape[1]
+    weights = attention_weights(model, idx)
+    assert [w.shape for w in weights] == [(1, 2, T, T)] * 2
+    for w in weights:
+        torch.testing.assert_close(w.sum(dim=-1), torch.ones(1, 2, T))
+        assert (w.triu(1) == 0).all()
