@@ -66,11 +66,13 @@ def test_ex2_variance_grows_with_depth_unless_the_projections_are_scaled(tiny, t
 
 def test_ex3_the_cache_gives_the_same_tokens_faster(tiny, tmp_path):
     # The exercise stops with an error if the cached and uncached greedy outputs differ at any length.
-    results = ex3_kv_cache_speed.main([*tiny, "--BLOCK_SIZE=128", f"--OUT_DIR={tmp_path}"])
-    assert results["lengths"] == [16, 32, 64, 128]
-    # At 128 tokens the uncached model runs 64 positions per new token on average, the cached one 1 (we
-    # measured 10x and more); timing on a shared machine is noisy, so only a clear margin is asserted, at the
-    # longest length, where the runs are longest too.
+    results = ex3_kv_cache_speed.main([*tiny, "--BLOCK_SIZE=256", f"--OUT_DIR={tmp_path}"])
+    assert results["lengths"] == [32, 64, 128, 256]
+    # At 256 tokens the uncached model runs 128 positions per new token on average through the 50,257-token
+    # head, the cached one 1. How much faster that is depends on the machine: a CPU with faster matrix
+    # products and the same per-step overhead gains less. On one thread of a two-core Intel Xeon we measured
+    # 3.6x to 8.6x at 128 tokens, and 12x to 15x at 256. Timing on a shared machine is noisy too, so only a
+    # clear margin is asserted, at the longest length alone, where the runs are longest and the gap widest.
     assert results["speedup"][-1] > 2
     assert (tmp_path / "kv_cache_speed.png").read_bytes()[:8] == PNG
 
