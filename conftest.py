@@ -46,7 +46,7 @@ class InterruptAt(GracefulInterrupt):
         super().__init__()
         self.step, self.checks = step, 0
 
-    def __call__(self, *args):  # train.py calls GracefulInterrupt(...): the stand-in is already made
+    def __call__(self, *args, **kwargs):  # train.py calls GracefulInterrupt(...): the stand-in is made
         return self
 
     def __enter__(self):

@@ -3,9 +3,10 @@
 A checkpoint is one dict saved with torch.save, for example
 
     {"kind": "project1/gpt", "model": ..., "optimizer": ..., "scaler": ..., "config": {NAME: value},
-     "step": 5000, "rng": rng_state(), "batches": ..., "metrics": {...}, "tokenizer": "data/..."}
+     "step": 5000, "rng": rng_state(), "batches": ..., "metrics": {...},
+     "data_dir": "data/project1/wiki-sample-bpe4096", "tokenizer_files": {"tokenizer.model": b"..."}}
 
-Three promises:
+Four promises:
 
 * A crash, Ctrl-C or full disk while saving never destroys the previous checkpoint: we write a
   temporary file in the same folder and rename it over the target only once it is safely on disk.
@@ -13,19 +14,24 @@ Three promises:
   we store is a tensor, a number, a string, or a list/tuple/dict of those.
 * Every mistake a learner can make (no file, a truncated file, another chapter's checkpoint, a model
   of another shape) ends in a single line that says what to do, not in a traceback.
+* A checkpoint is self-contained: it carries its tokenizer's files, and records paths relative to the
+  repository, so it works after the clone moves, in another clone, or on another machine.
 """
 
 import os
 import random
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import torch
+
+from common.config import in_repo, portable, portable_settings
+from common.tokenizers import Tokenizer
 
 # Prefixes that wrappers add to every parameter name: torch.compile keeps the original module as
 # `_orig_mod`, DistributedDataParallel keeps it as `module`. A checkpoint should not depend on either.
@@ -82,31 +88,43 @@ def _first_line(error: Exception) -> str:
     return lines[0] if lines else type(error).__name__
 
 
-def load_checkpoint(path: Path, *, kind: str, map_location="cpu") -> dict:
-    """Load a checkpoint written by save_checkpoint and check that it belongs to this chapter.
+class UnusableCheckpoint(Exception):
+    """A file that is not a checkpoint of the kind asked for: `reason` says why, `fix` what to do."""
+
+    def __init__(self, reason: str, fix: str):
+        super().__init__(reason)
+        self.reason, self.fix = reason, fix
+
+
+def read_checkpoint(path: Path, *, kind: str, map_location="cpu") -> dict:
+    """The checkpoint in the file `path`, checked to belong to this chapter; else UnusableCheckpoint.
 
     `kind` (e.g. "project1/gpt") guards against resuming a GPT run from a BERT checkpoint, which would
     otherwise fail much later with a wall of missing and unexpected parameter names.
     """
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # a damaged file can trip any error inside the unpickler, not one known type
+        raise UnusableCheckpoint(f"not a readable checkpoint ({type(e).__name__}: truncated or corrupt)",
+                                 "delete it and resume from an earlier checkpoint") from None
+    if not isinstance(state, dict) or "kind" not in state:
+        raise UnusableCheckpoint("not a checkpoint of this course", f"pass a {kind} checkpoint")
+    if state["kind"] != kind:
+        raise UnusableCheckpoint(f"written by {state['kind']}, not {kind}", f"pass a {kind} checkpoint")
+    return state
+
+
+def load_checkpoint(path: Path, *, kind: str, map_location="cpu") -> dict:
+    """read_checkpoint(), for a program: a file that is no checkpoint of `kind` ends it with one line."""
     path = Path(path)
     if not path.is_file():
         raise SystemExit(
             f"error: no checkpoint at {path}; train first or pass the path of an existing .pt file"
         )
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:  # a damaged file can trip any error inside the unpickler, not one known type
-        raise SystemExit(
-            f"error: {path} is not a readable checkpoint ({type(e).__name__}: truncated or corrupt); "
-            "delete it and resume from an earlier checkpoint"
-        ) from None
-    if not isinstance(state, dict) or "kind" not in state:
-        raise SystemExit(f"error: {path} is not a checkpoint of this course; pass a {kind} checkpoint")
-    if state["kind"] != kind:
-        raise SystemExit(
-            f"error: {path} was written by {state['kind']}, not {kind}; pass a {kind} checkpoint"
-        )
-    return state
+        return read_checkpoint(path, kind=kind, map_location=map_location)
+    except UnusableCheckpoint as e:
+        raise SystemExit(f"error: {path} is {e.reason}; {e.fix}") from None
 
 
 def _checkpoints(out_dir: Path, prefix: str) -> list[tuple[int, Path]]:
@@ -126,19 +144,48 @@ def _checkpoints(out_dir: Path, prefix: str) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def newest_checkpoint(out_dir: Path, prefix: str) -> Path | None:
+    """The `prefix` checkpoint of the highest step in `out_dir`, or None."""
+    found = _checkpoints(out_dir, prefix)
+    return found[-1][1] if found else None
+
+
 def find_checkpoint(spec: str, out_dir: Path, prefix: str) -> Path:
-    """Turn a --RESUME style value into a file: "latest" means the highest step in `out_dir`."""
+    """Turn a --RESUME style value into a file: "latest" means the highest step in `out_dir`; a relative path
+    is looked for from the current folder, then from the repository's (as summary.json records it)."""
     if spec == "latest":
-        found = _checkpoints(out_dir, prefix)
-        if not found:
+        newest = newest_checkpoint(out_dir, prefix)
+        if newest is None:
             raise SystemExit(
                 f"error: no {prefix}_iter*.pt checkpoints in {out_dir}; train first or pass a checkpoint path"
             )
-        return found[-1][1]
+        return newest
     path = Path(spec)
+    if not path.is_file() and in_repo(path).is_file():
+        path = in_repo(path)
     if not path.is_file():
         raise SystemExit(f"error: no checkpoint at {path}; pass an existing .pt file or 'latest'")
     return path
+
+
+def open_checkpoint(spec: str, out_dir: Path, prefix: str, *, kind: str, map_location="cpu"
+                    ) -> tuple[Path, dict]:
+    """The checkpoint a --RESUME or --CHECKPOINT value names, loaded, and its path.
+
+    With "latest", a newest file that does not load (a copy cut short, a disk that filled up under another
+    program) is skipped with a line that says why, and the newest one that loads serves instead.
+    """
+    path = find_checkpoint(spec, out_dir, prefix)
+    if spec != "latest":
+        return path, load_checkpoint(path, kind=kind, map_location=map_location)
+    candidates = [path for _, path in reversed(_checkpoints(out_dir, prefix))]
+    for path in candidates:
+        try:
+            return path, read_checkpoint(path, kind=kind, map_location=map_location)
+        except UnusableCheckpoint as e:
+            print(f"skipped {path}: {e.reason}")
+    raise SystemExit(f"error: none of the {len(candidates)} checkpoints in {out_dir} loads (each is named "
+                     "above); start a new run without --RESUME")
 
 
 def prune_checkpoints(out_dir: Path, prefix: str, keep: int) -> None:
@@ -240,6 +287,59 @@ def check_compatible(saved_config: dict, config: dict, keys: Sequence[str]) -> N
         )
 
 
+# --- what a checkpoint knows of its data --------------------------------------------------------------------
+
+DATA_SETTINGS = ("CORPUS", "TEXT_FILE", "TOKENIZER", "VOCAB_SIZE", "VAL_FRACTION")  # what prepares the data
+
+
+def data_record(data_dir: Path, tokenizer: Tokenizer) -> dict:
+    """What a checkpoint keeps of the data its model was trained on: the prepared-data folder, portable()
+    (relative to the repository), and the tokenizer's own files, which are small (a few hundred kB) and all
+    that using the model needs, so a checkpoint samples in a clone that never prepared that data."""
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer.save(Path(folder))
+        files = {path.name: path.read_bytes() for path in sorted(Path(folder).iterdir())}
+    return {"data_dir": portable(data_dir), "tokenizer_files": files}
+
+
+def checkpoint_tokenizer(state: dict, load_tokenizer: Callable[[Path], Tokenizer]) -> Tokenizer:
+    """The tokenizer a checkpoint's model was trained with, read by the chapter's `load_tokenizer` from the
+    files the checkpoint carries (a checkpoint written before they were carried: from its data folder)."""
+    if "tokenizer_files" not in state:
+        return load_tokenizer(checkpoint_data_dir(state, load_tokenizer))
+    with tempfile.TemporaryDirectory() as folder:
+        for name, data in state["tokenizer_files"].items():
+            (Path(folder) / name).write_bytes(data)
+        return load_tokenizer(Path(folder))
+
+
+def checkpoint_data_dir(state: dict, load_tokenizer: Callable[[Path], Tokenizer]) -> Path:
+    """The prepared-data folder a checkpoint's model was trained on, in this clone, for scripts that read its
+    token files or held-out documents; checked to hold the checkpoint's own tokenizer, since data prepared
+    again with other settings would feed the model ids it never learned.
+
+    Checkpoints written before paths were recorded portably hold an absolute "tokenizer" folder; when the
+    clone has moved since, the same folder is looked for under this repository.
+    """
+    recorded = state["data_dir"] if "data_dir" in state else state["tokenizer"]
+    folder = in_repo(recorded)
+    parts = Path(recorded).parts
+    for start in range(1, len(parts) - 1):  # /old/clone/data/project1/x -> data/project1/x here
+        if folder.is_dir():
+            break
+        folder = in_repo(Path(*parts[start:]))
+    settings = " ".join(f"--{name}={value}" for name, value in state.get("config", {}).items()
+                        if name in DATA_SETTINGS and value is not None)
+    if not folder.is_dir():
+        raise SystemExit(f"error: the data this model was trained on ({recorded}) is not in this clone; "
+                         f"prepare it with the chapter's download_data.py {settings}")
+    carried = state.get("tokenizer_files")
+    if carried is not None and data_record(folder, load_tokenizer(folder))["tokenizer_files"] != carried:
+        raise SystemExit(f"error: {folder} was prepared with another tokenizer than this model's; prepare "
+                         f"its data again with the chapter's download_data.py {settings}")
+    return folder
+
+
 # --- a training run: what train.py saves, and what --RESUME restores ----------------------------------------
 
 RUN_FILES = ("metrics.jsonl", "loss.png", "summary.json")  # what a run leaves beside its checkpoints
@@ -249,7 +349,7 @@ class TrainingRun:
     """One training run's checkpoints, in the folder cfg.OUT_DIR:
 
         run = TrainingRun(cfg, "gpt", "project1/gpt", model=model, optimizer=optimizer, scaler=scaler,
-                          batches=batches, extra={"tokenizer": str(data_dir)})
+                          batches=batches, data_dir=data_dir, tokenizer=tokenizer)
         step = run.resume(shape_keys)  # cfg.RESUME's step, or 0 for a fresh run
         path = run.save(step, loss)  # a checkpoint resume() restores exactly (the newest few are kept)
 
@@ -257,15 +357,22 @@ class TrainingRun:
     optimizer's moments, the gradient scaler, the batch sampler's position (`batches`: anything with
     state_dict() and load_state_dict()) and every random generator; plus the model's config (a dataclass,
     model.config), so a script can rebuild the model without knowing the settings that made it, the run's
-    settings, and what the chapter adds in `extra` (its prepared-data folder).
+    settings, its data (data_record: the prepared-data folder and the tokenizer's files), and what the
+    chapter adds in `extra`.
     """
 
     def __init__(self, cfg: SimpleNamespace, prefix: str, kind: str, *, model: torch.nn.Module,
-                 optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, batches, extra: dict):
+                 optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, batches, data_dir: Path,
+                 tokenizer: Tokenizer, extra: dict | None = None):
         self.out_dir, self.prefix, self.kind = Path(cfg.OUT_DIR), prefix, kind
         self.spec, self.keep = cfg.RESUME, cfg.KEEP_CHECKPOINTS
         self.model, self.optimizer, self.scaler, self.batches = model, optimizer, scaler, batches
-        self.extra = {"config": vars(cfg), **extra}
+        self.extra = {"config": portable_settings(vars(cfg)), **data_record(data_dir, tokenizer),
+                      **(extra or {})}
+
+    def newest(self) -> Path | None:
+        """The newest checkpoint on disk: what a resume starts from."""
+        return newest_checkpoint(self.out_dir, self.prefix)
 
     def save(self, step: int, loss: float, rng: dict | list[dict] | None = None) -> Path:
         """Save this step. A data-parallel run passes `rng`, every process's rng_state() in rank order
@@ -294,8 +401,8 @@ class TrainingRun:
                 print(f"{self.out_dir} held an earlier run: moved it to {previous} "
                       "(use --RESUME=latest to continue a run)")
             return 0
-        path = find_checkpoint(self.spec, self.out_dir, self.prefix)
-        state = load_checkpoint(path, kind=self.kind, map_location=next(self.model.parameters()).device)
+        path, state = open_checkpoint(self.spec, self.out_dir, self.prefix, kind=self.kind,
+                                      map_location=next(self.model.parameters()).device)
         check_compatible(state["model_config"], asdict(self.model.config), shape_keys)
         self.model.load_state_dict(clean_state_dict(state["model"]))
         self.optimizer.load_state_dict(state["optimizer"])

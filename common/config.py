@@ -20,6 +20,25 @@ from common.device import pick_device
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 _SCALARS = (bool, int, float, str, tuple, type(None))
+
+
+def portable(path: str | Path) -> str:
+    """A path as the files a run leaves (checkpoints, summary.json) record it: relative to the repository when
+    it lies inside, so the record still points at the right file after the clone is moved, renamed or copied
+    to another machine. A path outside the repository is recorded whole."""
+    path = Path(path).resolve()
+    return path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
+
+
+def in_repo(recorded: str | Path) -> Path:
+    """The path portable() recorded, in this clone (a path recorded whole comes back as it was)."""
+    return REPO_ROOT / recorded
+
+
+def portable_settings(values: dict) -> dict:
+    """A run's settings as its checkpoint keeps them: every absolute path among them made portable()."""
+    return {name: portable(value) if isinstance(value, str) and Path(value).is_absolute() else value
+            for name, value in values.items()}
 _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 
 

@@ -35,8 +35,6 @@ from dataclasses import asdict, dataclass
 from itertools import chain
 from pathlib import Path
 
-from tqdm import tqdm
-
 from common.download import download, extract_member
 from common.parsers import (
     gutenberg_chapters,
@@ -45,6 +43,7 @@ from common.parsers import (
     wiki_paragraphs,
     wikitext_articles,
 )
+from common.progress import progress_bar
 
 
 @dataclass(frozen=True)
@@ -234,7 +233,7 @@ def _write_cache(documents: Iterable[str], path: Path, name: str, unit: str, ori
     count = characters = words = 0
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            for document in tqdm(documents, desc=name, unit=" docs"):
+            for document in progress_bar(documents, desc=name, unit=" docs"):
                 f.write(json.dumps({"text": document}, ensure_ascii=False) + "\n")
                 count += 1
                 characters += len(document)

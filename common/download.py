@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
-from tqdm import tqdm
+from common.progress import progress_bar
 
 OFFLINE_HINT = "the embedded default works offline: --CORPUS=wiki-sample"
 RECORD_NAME = "sha256-recorded.json"
@@ -168,7 +168,7 @@ def _transfer(url: str, part: Path, size: int | None, timeout: float) -> None:
         announced = int(announced) if announced is not None else None
         total = size or (have + announced if announced is not None else None)
         received = 0
-        bar = tqdm(total=total, initial=have, unit="B", unit_scale=True, unit_divisor=1024,
+        bar = progress_bar(total=total, initial=have, unit="B", unit_scale=True, unit_divisor=1024,
                    desc=part.name.removesuffix(".part"))
         with open(part, "ab" if have else "wb") as out, bar:
             while chunk := response.read(CHUNK_BYTES):

@@ -1,10 +1,11 @@
 """What a training run reports: a JSONL log of losses, a loss plot, MFU, the device's measured matmul rate, a
-progress bar, a NaN guard, and the summary.json it ends with, which the exercises read after running train.py
+NaN guard, and the summary.json it ends with, which the exercises read after running train.py
 as a program."""
 
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,7 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from common.device import autocast_dtype
 
@@ -199,11 +199,6 @@ def matmul_flops(device: torch.device, size: int = 1024, repeats: int = 20) -> f
     return 2 * size**3 * repeats / (time.perf_counter() - start)
 
 
-def progress(total: int, initial: int = 0, desc: str = "train") -> tqdm:
-    """A progress bar over optimizer steps; `initial` makes a resumed run start where it stopped."""
-    return tqdm(total=total, initial=initial, desc=desc, unit="step", dynamic_ncols=True)
-
-
 def check_finite(loss: float, step: int, last_checkpoint: Path | None) -> None:
     """Stop at the first NaN or infinite loss, because every later step would only spread it.
 
@@ -245,6 +240,7 @@ def run_training(module: str, settings: list[str], out_dir: Path) -> dict:
         try:
             process.wait()
         except KeyboardInterrupt:  # Ctrl-C reached the run too: it finishes its step and saves; let it
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second one is the run's to handle, not ours
             process.wait()
             print(f"interrupted: the run in {out_dir} is saved, and the exercise stops here")
             sys.exit(0)

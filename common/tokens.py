@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
+from common.progress import progress_bar
 from common.tokenizers import Tokenizer
 
 SPLITS = ("train", "val")
@@ -144,6 +144,8 @@ class SplitWriter:
             "val_documents": self.val_documents,
             **extra_meta,
         }
+        if "corpus_path" in meta:  # recorded from this folder, so the two can move together
+            meta["corpus_path"] = Path(os.path.relpath(meta["corpus_path"], self.out_dir)).as_posix()
         (self.out_dir / "meta.json").unlink(missing_ok=True)  # from here on, no meta.json = not finished
         for split in SPLITS:
             os.replace(self.tmp.pop(split), self.out_dir / f"{split}.bin")
@@ -215,17 +217,21 @@ def write_token_files(
     indices, so a later step can tell which documents training never saw.
     """
     with SplitWriter(out_dir, tokenizer.vocab_size, val_fraction, chunk_tokens) as writer:
-        for text in tqdm(documents, desc="encoding", unit=" documents", disable=None):
+        for text in progress_bar(documents, desc="encoding", unit=" documents"):
             writer.write(tokenizer.encode(text) + ([] if separator_id is None else [separator_id]))
         _ensure_both_splits(writer, val_fraction)
         return writer.publish(extra_meta or {})
 
 
 def read_meta(out_dir: Path) -> dict:
+    """A prepared folder's meta.json; its corpus_path, recorded relative to the folder, as a full path."""
     path = Path(out_dir) / "meta.json"
     if not path.exists():
         raise SystemExit(f"error: no token files in {out_dir} ({path.name} is missing); run download_data.py")
-    return json.loads(path.read_text(encoding="utf-8"))
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    if "corpus_path" in meta:
+        meta["corpus_path"] = os.path.normpath(Path(out_dir) / meta["corpus_path"])
+    return meta
 
 
 def load_tokens(out_dir: Path, split: str) -> np.memmap:

@@ -45,7 +45,7 @@ def trained_gpt(small: bool = False) -> tuple[GPT, Tokenizer, str]:
     if any(folder.glob(f"{PREFIX}_iter*.pt")):
         path = ckpt.find_checkpoint("latest", folder, PREFIX)
         model, state = GPT.from_checkpoint(path, device="cpu")
-        tokenizer = load_tokenizer(Path(state["tokenizer"]))  # the prepared-data folder the run used
+        tokenizer = ckpt.checkpoint_tokenizer(state, load_tokenizer)  # the tokenizer the run used
         c = model.config
         kind = "BPE" if state["config"]["TOKENIZER"] == "bpe" else "characters"
         about = (f"chapter 1 checkpoint {path.name} ({c.n_layer} layers, {c.n_head} heads, "

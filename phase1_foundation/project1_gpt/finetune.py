@@ -31,10 +31,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import autocast, describe, seed_everything
-from common.metrics import progress
 from common.optim import adamw, set_lr, warmup_linear
+from common.progress import progress
 from common.tokenizers import Tokenizer
 from phase1_foundation.project1_gpt import config
 from phase1_foundation.project1_gpt.download_data import Question, load_questions, prepare_questions
@@ -157,7 +158,7 @@ def finetune(model: MultipleChoiceGPT, data: tuple, cfg: SimpleNamespace, device
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        bar.set_postfix(task_loss=f"{task.item():.3f}")
+        bar.set_postfix(task_loss=f"{task.item():.3f}", refresh=False)
         bar.update()
     bar.close()
 
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> dict:
     device = torch.device(cfg.DEVICE)
     print(f"device: {describe(device)}")
     pretrained, state = GPT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
-    data_dir = Path(state["tokenizer"])  # the prepared data the model was trained on
+    data_dir = ckpt.checkpoint_data_dir(state, load_tokenizer)  # the prepared data the model was trained on
     tokenizer = load_tokenizer(data_dir)
     train_q, val_q = load_questions(prepare_questions(cfg, data_dir))
     block = pretrained.config.block_size

@@ -237,8 +237,7 @@ class GPT(nn.Module):
                         ) -> tuple["GPT", dict]:
         """The model a train.py checkpoint holds, in eval mode on `device`, and the checkpoint itself (its
         settings, step and prepared-data folder). `spec` is a checkpoint's path, or "latest" in `out_dir`."""
-        path = ckpt.find_checkpoint(str(spec), Path(out_dir), PREFIX)
-        state = ckpt.load_checkpoint(path, kind=KIND, map_location=device)
+        path, state = ckpt.open_checkpoint(str(spec), Path(out_dir), PREFIX, kind=KIND, map_location=device)
         model = cls(GPTConfig(**state["model_config"]))
         model.load_state_dict(ckpt.clean_state_dict(state["model"]))
         print(f"loaded {path} (step {state['step']})")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import describe, seed_everything
 from phase1_foundation.project1_gpt import config
@@ -27,9 +28,9 @@ def main(argv: list[str] | None = None) -> str:
     print(f"device: {describe(device)}")
     if cfg.HF_DIR:  # released weights: the tokenizer's files are in the same folder
         model, tokenizer = GPT.from_hf(cfg.HF_DIR).to(device).eval(), load_tokenizer(Path(cfg.HF_DIR))
-    else:  # our checkpoint: it names the prepared-data folder that holds its tokenizer
+    else:  # our checkpoint: it carries its tokenizer's files
         model, state = GPT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
-        tokenizer = load_tokenizer(Path(state["tokenizer"]))
+        tokenizer = ckpt.checkpoint_tokenizer(state, load_tokenizer)
     prompt = torch.tensor([tokenizer.encode(cfg.PROMPT)], device=device)  # (1, T)
     out = model.generate(prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None)
     text = tokenizer.decode(out[0].tolist())

@@ -18,11 +18,12 @@ import torch
 
 from common import checkpoint as ckpt
 from common.baselines import unigram_cross_entropy
-from common.config import load_config
+from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
 from common.interrupt import GracefulInterrupt
-from common.metrics import MetricsLog, check_finite, mfu, peak_flops, plot_losses, progress, save_summary
+from common.metrics import MetricsLog, check_finite, mfu, peak_flops, plot_losses, save_summary
 from common.optim import adamw, set_lr, warmup_cosine
+from common.progress import progress
 from common.tokenizers import Tokenizer
 from common.tokens import Batches, load_tokens, read_meta
 from phase1_foundation.project1_gpt import config
@@ -78,14 +79,14 @@ def main(argv: list[str] | None = None) -> dict:
 
     # --- resume (weights, optimizer moments, step, RNG and batch position, all exactly) or start afresh -----
     run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
-                           batches=batches, extra={"tokenizer": str(data_dir)})
+                           batches=batches, data_dir=data_dir, tokenizer=tokenizer)
     step = run.resume(SHAPE_KEYS)
     log = MetricsLog(run.out_dir / "metrics.jsonl", resume_step=step if cfg.RESUME else None)
 
     # --- the loop: warmup + cosine LR, accumulation, clipping, periodic validation and checkpoints ----------
     start, last_path, val_loss = time.perf_counter(), None, float("nan")
     bar = progress(cfg.MAX_ITERS, initial=step)
-    with GracefulInterrupt() as interrupt:
+    with GracefulInterrupt(newest=run.newest) as interrupt:
         while step < cfg.MAX_ITERS:
             lr = warmup_cosine(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
                                total_steps=cfg.MAX_ITERS, floor=cfg.MIN_LR_RATIO)
@@ -116,8 +117,8 @@ def main(argv: list[str] | None = None) -> dict:
             utilisation = mfu(flops_per_token, tokens_per_second, device)
             bar.set_postfix(loss=f"{train_loss:.3f}", val=f"{val_loss:.3f}",
                             tok_s=f"{tokens_per_second:,.0f}",
-                            mfu="n/a" if utilisation is None else f"{utilisation:.0%}")
-            bar.update()
+                            mfu="n/a" if utilisation is None else f"{utilisation:.0%}", refresh=False)
+            bar.update()  # redraws at most every 0.1 s on a terminal, every 10 s into a log file
             if interrupt.requested and step < cfg.MAX_ITERS:
                 bar.close()
                 saved = last_path if "val_loss" in record else run.save(step, train_loss)  # this step's
@@ -143,8 +144,8 @@ def summarize(cfg: SimpleNamespace, model: GPT, tokenizer: Tokenizer, data_dir: 
     print(f"\n--- sample ---\n{tokenizer.decode(sample[0].tolist())}\n--------------")
     summary = {
         "val_loss": val_loss, "unigram_loss": baseline, "val_perplexity": math.exp(val_loss),
-        "steps": steps, "wall_seconds": wall, "checkpoint": str(checkpoint), "loss_curve": str(plot),
-        "data_dir": str(data_dir),
+        "steps": steps, "wall_seconds": wall, "checkpoint": portable(checkpoint),
+        "loss_curve": portable(plot), "data_dir": portable(data_dir),
     }
     print(f"val loss {val_loss:.3f} nats (perplexity {math.exp(val_loss):.1f}) vs {baseline:.3f} for a "
           f"context-free unigram model; {steps} steps in {wall / 60:.1f} min\ncheckpoint: {checkpoint}\n"

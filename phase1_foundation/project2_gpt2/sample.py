@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import describe, seed_everything
 from phase1_foundation.project2_gpt2 import config
@@ -23,12 +24,12 @@ from phase1_foundation.project2_gpt2.tokenizer import ByteBPETokenizer, load_tok
 
 
 def load(cfg) -> tuple[GPT, ByteBPETokenizer]:
-    """Our checkpoint (which names the prepared-data folder holding its tokenizer), or an HF-layout folder."""
+    """Our checkpoint (which carries its tokenizer's files), or an HF-layout folder."""
     device = torch.device(cfg.DEVICE)
     if cfg.HF_DIR:  # released weights: the tokenizer's files are in the same folder
         return GPT.from_hf(cfg.HF_DIR).to(device).eval(), load_tokenizer(Path(cfg.HF_DIR))
     model, state = GPT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
-    return model, load_tokenizer(Path(state["tokenizer"]))
+    return model, ckpt.checkpoint_tokenizer(state, load_tokenizer)
 
 
 def timed_generate(model: GPT, prompt: torch.Tensor, cfg, eos_id: int, stop, use_cache: bool

@@ -32,9 +32,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import regex
-from tqdm import tqdm
 
 from common.download import download
+from common.progress import progress_bar
 from common.tokenizers import write_atomic
 
 END_OF_TEXT = "<|endoftext|>"
@@ -264,7 +264,7 @@ class ByteBPETokenizer:
         tokens = set(byte_tokens) | {END_OF_TEXT}
         merges: list[tuple[str, str]] = []
         n_merges = vocab_size - 257
-        with tqdm(total=n_merges, desc="learning BPE merges", unit="merge") as progress:
+        with progress_bar(total=n_merges, desc="learning BPE merges", unit="merge") as progress:
             while len(merges) < n_merges and heap:
                 negative_count, pair = heapq.heappop(heap)
                 if pair_counts.get(pair) != -negative_count or pair[0] + pair[1] in tokens:

@@ -15,6 +15,7 @@ run: the same global batch, the same losses, the same weights.
 import contextlib
 import math
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from common import checkpoint as ckpt
 from common.baselines import bigram_cross_entropy, unigram_cross_entropy
-from common.config import load_config
+from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
 from common.interrupt import GracefulInterrupt
 from common.metrics import (
@@ -37,11 +38,11 @@ from common.metrics import (
     mfu,
     peak_flops,
     plot_losses,
-    progress,
     read_metrics,
     save_summary,
 )
 from common.optim import adamw, set_lr, warmup_cosine
+from common.progress import progress
 from common.tokens import Batches, load_tokens, read_meta
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.download_data import prepare
@@ -142,9 +143,25 @@ def main(argv: list[str] | None = None) -> dict | None:
     rank, world_size, device = start_processes(cfg)
     try:
         return train(cfg, rank, world_size, device)
+    except RuntimeError as error:
+        if world_size == 1 or not lost_a_process(error):
+            raise
+        newest = ckpt.newest_checkpoint(Path(cfg.OUT_DIR), PREFIX)
+        kept = f"the newest checkpoint is {newest}; " if newest else "no checkpoint was saved yet; "
+        raise SystemExit(f"error: process {rank} lost another process of this run ({lost_a_process(error)}); "
+                         f"{kept}resume with --RESUME=latest") from None
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def lost_a_process(error: RuntimeError) -> str | None:
+    """What a collective's error says when another process of the run has stopped (was killed, crashed, lost
+    its machine), in a few words; None for any other error. Gloo reports the closed connection at once."""
+    if not isinstance(error, dist.DistError) and not re.search(r"gloo|NCCL|[Cc]onnection", str(error)):
+        return None
+    first = str(error).strip().splitlines()[0]
+    return re.sub(r"^\[[^\]]*\]\s*", "", first).split(". ")[0]  # without the source file and the advice
 
 
 def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device) -> dict | None:
@@ -176,7 +193,8 @@ def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device
     warn_if_rereading(cfg, tokens_per_step, len(train_tokens))
 
     run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
-                           batches=batches, extra={"tokenizer": str(data_dir), "world_size": world_size})
+                           batches=batches, data_dir=data_dir, tokenizer=tokenizer,
+                           extra={"world_size": world_size})
     step = run.resume(SHAPE_KEYS, rank=rank)  # every process loads the same weights and optimizer state
     if not cfg.RESUME:
         seed_everything(cfg.SEED + rank)  # same weights everywhere, but each process its own dropout masks
@@ -190,7 +208,7 @@ def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device
     # --- the loop: warmup + cosine LR, accumulation, clipping, periodic validation and checkpoints ----------
     start, last_path, val_loss = time.perf_counter(), None, float("nan")
     bar = progress(cfg.MAX_ITERS, initial=step) if rank == 0 else None
-    with GracefulInterrupt() as interrupt:
+    with GracefulInterrupt(newest=run.newest) as interrupt:
         while step < cfg.MAX_ITERS:
             lr = warmup_cosine(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
                                total_steps=cfg.MAX_ITERS, floor=cfg.MIN_LR_RATIO)
@@ -203,7 +221,7 @@ def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device
             tokens_per_second = tokens_per_step / (time.perf_counter() - step_start)
             record = dict(step=step, train_loss=train_loss, lr=lr, tokens_per_second=tokens_per_second)
             evaluating = step % cfg.EVAL_INTERVAL == 0 or step == cfg.MAX_ITERS
-            stopping = interrupt_requested(interrupt, world_size) and step < cfg.MAX_ITERS
+            stopping = interrupt_requested(interrupt, world_size, device) and step < cfg.MAX_ITERS
             if evaluating or stopping:
                 rng = every_rng_state(world_size)  # every process takes part; only rank 0 writes
                 if rank == 0:
@@ -215,8 +233,8 @@ def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device
                 utilisation = mfu(flops_per_token, tokens_per_second / world_size, device)  # per GPU
                 bar.set_postfix(loss=f"{train_loss:.3f}", val=f"{val_loss:.3f}",
                                 tok_s=f"{tokens_per_second:,.0f}",
-                                mfu="n/a" if utilisation is None else f"{utilisation:.0%}")
-                bar.update()
+                                mfu="n/a" if utilisation is None else f"{utilisation:.0%}", refresh=False)
+                bar.update()  # redraws at most every 0.1 s on a terminal, every 10 s into a log file
             if stopping:
                 if rank == 0:
                     bar.close()
@@ -236,12 +254,13 @@ def warn_if_rereading(cfg: SimpleNamespace, tokens_per_step: int, train_tokens: 
               "validation loss for overfitting, or use a larger corpus (--CORPUS=wikitext-103)")
 
 
-def interrupt_requested(interrupt: GracefulInterrupt, world_size: int) -> bool:
+def interrupt_requested(interrupt: GracefulInterrupt, world_size: int, device: torch.device) -> bool:
     """Ctrl-C reaches every process torchrun started, but not necessarily between the same two steps: the
-    processes agree to stop if any of them saw it, so all of them save at the same step."""
+    processes agree to stop if any of them saw it, so all of them save at the same step. (The flag lives on
+    the process's device, as every tensor a collective sees must: NCCL reduces GPU tensors only.)"""
     if world_size == 1:
         return interrupt.requested
-    flag = torch.tensor(float(interrupt.requested))
+    flag = torch.tensor(float(interrupt.requested), device=device)
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     return bool(flag.item())
 
@@ -270,7 +289,7 @@ def summarize(cfg: SimpleNamespace, model: GPT, data_dir: Path, val_loss: float,
         "val_loss": val_loss, "val_perplexity": math.exp(val_loss), "unigram_loss": unigram,
         "bigram_loss": bigram, "steps": steps, "wall_seconds": wall,
         "tokens_per_second": float(tokens_per_second), "matmul_flops": matmul_flops(device),
-        "checkpoint": str(checkpoint), "loss_curve": str(plot), "data_dir": str(data_dir),
+        "checkpoint": portable(checkpoint), "loss_curve": portable(plot), "data_dir": portable(data_dir),
     }
     print(f"val loss {val_loss:.3f} nats (perplexity {math.exp(val_loss):.1f}); a bigram model {bigram:.3f}, "
           f"a unigram model {unigram:.3f}\n{steps} steps in {wall / 60:.1f} min, median "

@@ -345,7 +345,7 @@ def load(cfg: SimpleNamespace) -> tuple[GPT, ByteBPETokenizer, Path, str | None]
         model = GPT.from_hf(cfg.HF_DIR).to(device).eval()
         return model, load_tokenizer(Path(cfg.HF_DIR)), prepare(cfg), None
     model, state = GPT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
-    data_dir = Path(state["tokenizer"])
+    data_dir = ckpt.checkpoint_data_dir(state, load_tokenizer)
     checkpoint = ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)
     return model, load_tokenizer(data_dir), data_dir, str(checkpoint)
 

@@ -23,11 +23,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-from tqdm import tqdm
 
 from common.config import load_config
 from common.corpora import prepare_corpus
 from common.download import network_available
+from common.progress import progress_bar
 from common.sentences import document_sentences
 from common.tokenizers import SentencePieceTokenizer, Tokenizer
 from common.tokens import SPLITS, SplitWriter, read_meta
@@ -105,7 +105,7 @@ def write_sentence_files(
     sentences = {split: array("q", [0]) for split in SPLITS}  # offsets into each split's tokens
     docs = {split: array("q", [0]) for split in SPLITS}  # offsets into each split's sentences
     with SplitWriter(out_dir, tokenizer.vocab_size, val_fraction) as writer:
-        for text in tqdm(documents, desc="encoding", unit=" documents", disable=None):
+        for text in progress_bar(documents, desc="encoding", unit=" documents"):
             ids = [encode_sentence(tokenizer, s) for s in document_sentences(text)]
             split = writer.write(np.fromiter(chain.from_iterable(ids), np.int64))
             if split is None:

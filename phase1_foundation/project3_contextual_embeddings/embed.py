@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
 
+from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import describe, seed_everything
 from common.tokenizers import Tokenizer
@@ -48,7 +49,7 @@ def load_model(cfg: SimpleNamespace, device: torch.device) -> tuple[BERT, Tokeni
         print(f"loaded {cfg.HF_DIR}")
         return model.to(device).eval(), tokenizer, prepare(cfg)  # the corpus only supplies example sentences
     model, state = BERT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
-    data_dir = Path(state["tokenizer"])
+    data_dir = ckpt.checkpoint_data_dir(state, load_tokenizer)
     return model, load_tokenizer(data_dir), data_dir
 
 

@@ -23,11 +23,12 @@ from types import SimpleNamespace
 import torch
 
 from common import checkpoint as ckpt
-from common.config import load_config
+from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
 from common.interrupt import GracefulInterrupt
-from common.metrics import MetricsLog, check_finite, matmul_flops, plot_losses, progress, save_summary
+from common.metrics import MetricsLog, check_finite, matmul_flops, plot_losses, save_summary
 from common.optim import adamw, set_lr, warmup_linear
+from common.progress import progress
 from common.tokens import read_meta
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.baselines import Baselines
@@ -77,14 +78,14 @@ def main(argv: list[str] | None = None) -> dict:
 
     # --- resume (weights, optimizer moments, step, RNG, the pair generator, all exactly) or start afresh ---
     run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
-                           batches=batches, extra={"tokenizer": str(data_dir)})
+                           batches=batches, data_dir=data_dir, tokenizer=tokenizer)
     step = run.resume(SHAPE_KEYS)
     log = MetricsLog(run.out_dir / "metrics.jsonl", resume_step=step if cfg.RESUME else None)
 
     # --- the loop: warmup then linear decay (PAPER: BERT §A.2), accumulation, clipping, validation ----------
     start, last_path, val, val_counts, tokens_seen = time.perf_counter(), None, {}, Counter(), 0
     bar = progress(cfg.MAX_ITERS, initial=step)
-    with GracefulInterrupt() as interrupt:
+    with GracefulInterrupt(newest=run.newest) as interrupt:
         while step < cfg.MAX_ITERS:
             lr = warmup_linear(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
                                total_steps=cfg.MAX_ITERS)
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> dict:
                 last_path = run.save(step, record["val_loss"])
             log.log(**record)
             nsp, val_accuracy = record.get("train_nsp_loss", 0), val.get("val_mask_accuracy", float("nan"))
-            bar.set_postfix(mask=f"{record['train_mask_loss']:.3f}", nsp=f"{nsp:.3f}",
+            bar.set_postfix(mask=f"{record['train_mask_loss']:.3f}", nsp=f"{nsp:.3f}", refresh=False,
                             val_mask_acc=f"{val_accuracy:.1%}", tok_s=f"{record['tokens_per_second']:,.0f}")
             bar.update()
             if interrupt.requested and step < cfg.MAX_ITERS:
@@ -139,8 +140,8 @@ def summarize(cfg: SimpleNamespace, out_dir: Path, data_dir: Path, val: dict, va
                                                  "bigram": val["val_bigram_mask_loss"]},
                                    "nsp_loss": {"chance": math.log(2)}})
     summary = {**val, "steps": steps, "wall_seconds": wall, "tokens_per_second": tokens_seen / wall,
-               "matmul_flops": matmul_flops(torch.device(cfg.DEVICE)), "checkpoint": str(checkpoint),
-               "loss_curve": str(plot), "data_dir": str(data_dir)}
+               "matmul_flops": matmul_flops(torch.device(cfg.DEVICE)), "checkpoint": portable(checkpoint),
+               "loss_curve": portable(plot), "data_dir": portable(data_dir)}
     n = {kind: int(val_counts[f"{kind}_count"]) for kind in ("mlm", "mask", "random", "unchanged")}
     lines = [f"validation: {n['mlm']:,} chosen tokens ({n['mask']:,} [MASK], {n['random']:,} random, "
              f"{n['unchanged']:,} unchanged)",

@@ -81,8 +81,8 @@ from torch.nn import functional as F
 from common.config import load_config
 from common.device import seed_everything
 from common.interrupt import GracefulInterrupt
-from common.metrics import progress
 from common.optim import adamw, set_lr, warmup_cosine
+from common.progress import progress
 from phase1_foundation.project4_scaling import config
 from phase1_foundation.project4_scaling.download_data import parse_shape
 from phase1_foundation.project4_scaling.laws import new_figure, save_figure
@@ -348,7 +348,7 @@ def train_one(task: Addition, shape: str, cfg: SimpleNamespace, evaluator: Emerg
         optimizer.zero_grad(set_to_none=True)
         tokens += x.numel()
         if step % 10 == 0 or step == steps - 1:  # item() waits for the device: not at every step
-            bar.set_postfix(run=f"{task.variant} {shape}", loss=f"{loss.item():.3f}")
+            bar.set_postfix(run=f"{task.variant} {shape}", loss=f"{loss.item():.3f}", refresh=False)
         bar.update()
     n = model.num_parameters(non_embedding=True)
     return {

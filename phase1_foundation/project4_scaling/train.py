@@ -26,14 +26,14 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from common.baselines import bigram_cross_entropy, unigram_cross_entropy
-from common.config import load_config
+from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, seed_everything
 from common.interrupt import GracefulInterrupt
 from common.metrics import check_finite, save_summary
 from common.optim import adamw, set_lr, warmup_cosine
+from common.progress import progress_bar
 from common.tokens import load_tokens, read_meta
 from phase1_foundation.project4_scaling import config
 from phase1_foundation.project4_scaling.download_data import Run, fresh_runs, planned_runs, prepare
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print(f"{len(runs)} runs, {len(runs) - len(todo)} already in {results}; {len(todo)} to train, "
           f"{total:.3g} FLOPs (6ND) in all; {meta['train_tokens']:,} training tokens, no run reads one twice")
 
-    bar = tqdm(total=total, unit="FLOP", unit_scale=True, desc="sweep", dynamic_ncols=True)
+    bar = progress_bar(total=total, unit="FLOP", unit_scale=True, desc="sweep")
     with GracefulInterrupt("Ctrl-C: stopping the sweep; the finished runs are kept") as interrupt:
         for run in todo:
             row = train_run(run, meta["vocab_size"], train_tokens, val_tokens, cfg, device, interrupt, bar,
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             bar.write(f"{run.name:>12}  N {run.params:>9,}  D {run.tokens:>10,}  val {row['val_loss']:.4f}  "
                       f"{row['wall_s']:6.1f} s  {row['tokens_per_s']:,} tok/s")
     bar.close()
-    save_summary(Path(cfg.OUT_DIR), {"runs": len(rows), "results": str(results), "baselines": floor})
+    save_summary(Path(cfg.OUT_DIR), {"runs": len(rows), "results": portable(results), "baselines": floor})
     print(f"results: {results}\nnext: uv run python phase1_foundation/project4_scaling/laws.py")
     return rows
 

@@ -1,5 +1,6 @@
 import dataclasses
 import random
+import shutil
 from types import SimpleNamespace
 
 import numpy as np
@@ -9,16 +10,21 @@ import torch
 from common.checkpoint import (
     TrainingRun,
     check_compatible,
+    checkpoint_data_dir,
     checkpoint_path,
+    checkpoint_tokenizer,
     clean_state_dict,
+    data_record,
     find_checkpoint,
     load_checkpoint,
+    open_checkpoint,
     prune_checkpoints,
     rng_state,
     save_checkpoint,
     set_aside_previous_run,
     set_rng_state,
 )
+from common.tokenizers import CharTokenizer, load_tokenizer
 
 KIND = "project1/gpt"
 
@@ -281,6 +287,9 @@ class TinySampler:
         self.generator.set_state(state["generator"])
 
 
+TOKENIZER = CharTokenizer(["<unk>"], list("abc "))
+
+
 def training_run(folder, seed: int, width: int = 4, resume: str = "", keep: int = 3) -> TrainingRun:
     torch.manual_seed(seed)
     model = TinyModel(TinyConfig(width))
@@ -288,7 +297,7 @@ def training_run(folder, seed: int, width: int = 4, resume: str = "", keep: int 
     return TrainingRun(cfg, "gpt", KIND, model=model,
                        optimizer=torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
                        scaler=torch.amp.GradScaler("cpu", enabled=False), batches=TinySampler(seed),
-                       extra={"tokenizer": "data/x"})
+                       data_dir=folder / "data", tokenizer=TOKENIZER, extra={"world_size": 1})
 
 
 def take_a_step(run: TrainingRun) -> None:
@@ -303,8 +312,10 @@ def test_resume_restores_a_saved_run_exactly(tmp_path, capsys):
     path = saved.save(7, 2.5)
     assert path == tmp_path / "gpt_iter7_loss2.5000.pt"
     state = load_checkpoint(path, kind=KIND)
-    assert state["model_config"] == {"width": 4, "dropout": 0.1} and state["tokenizer"] == "data/x"
+    assert state["model_config"] == {"width": 4, "dropout": 0.1} and state["world_size"] == 1
     assert state["config"]["N_LAYER"] == 2  # the run's settings, whole
+    assert state["data_dir"] == str(tmp_path / "data")  # outside the repository: recorded whole
+    assert checkpoint_tokenizer(state, load_tokenizer).encode("cab") == TOKENIZER.encode("cab")
     expected_next = torch.rand(3)  # what the run would draw next
 
     resumed = training_run(tmp_path, seed=2, resume="latest")  # other weights, momentum and generators
@@ -348,3 +359,88 @@ def test_a_fresh_start_returns_step_zero_and_sets_the_old_run_aside(tmp_path, ca
     assert run.resume(shape_keys=("width",)) == 0
     assert "moved it to" in capsys.readouterr().out
     assert not list(tmp_path.glob("*.pt")) and len(list((tmp_path / "previous" / "1").iterdir())) == 3
+
+
+# --- what a checkpoint knows of its data: it works after the clone moves, and checks what it finds ---------
+
+def clone_with_data(root, tokenizer=TOKENIZER):
+    """A repository folder holding a prepared-data folder with `tokenizer` in it."""
+    data_dir = root / "data" / "project1" / "tiny"
+    data_dir.mkdir(parents=True)
+    tokenizer.save(data_dir)
+    return data_dir
+
+
+def test_a_checkpoint_records_its_data_relative_to_the_repository_and_finds_it_after_a_move(
+        tmp_path, monkeypatch):
+    from common import config
+
+    monkeypatch.setattr(config, "REPO_ROOT", tmp_path / "old")
+    record = data_record(clone_with_data(tmp_path / "old"), TOKENIZER)
+    assert record["data_dir"] == "data/project1/tiny" and set(record["tokenizer_files"]) == {"tokenizer.json"}
+    (tmp_path / "old").rename(tmp_path / "new")
+    monkeypatch.setattr(config, "REPO_ROOT", tmp_path / "new")
+    assert checkpoint_data_dir(record, load_tokenizer) == tmp_path / "new" / "data" / "project1" / "tiny"
+
+
+def test_a_checkpoint_needs_no_data_folder_for_its_tokenizer(tmp_path, monkeypatch):
+    from common import config
+
+    monkeypatch.setattr(config, "REPO_ROOT", tmp_path / "old")
+    record = data_record(clone_with_data(tmp_path / "old"), TOKENIZER)
+    shutil.rmtree(tmp_path / "old")
+    assert checkpoint_tokenizer(record, load_tokenizer).decode(TOKENIZER.encode("a cab")) == "a cab"
+    config_ = {"CORPUS": "wiki-sample", "TOKENIZER": "char", "N_LAYER": 2}
+    with pytest.raises(SystemExit, match=r"not in this clone; prepare it with the chapter's download_data.py "
+                                         r"--CORPUS=wiki-sample --TOKENIZER=char$"):
+        checkpoint_data_dir({**record, "config": config_}, load_tokenizer)
+
+
+def test_data_prepared_with_another_tokenizer_is_refused_in_one_line(tmp_path, monkeypatch):
+    from common import config
+
+    monkeypatch.setattr(config, "REPO_ROOT", tmp_path)
+    record = data_record(clone_with_data(tmp_path), TOKENIZER)
+    CharTokenizer(["<unk>"], list("xyz")).save(tmp_path / "data" / "project1" / "tiny")  # prepared again
+    with pytest.raises(SystemExit, match="prepared with another tokenizer than this model's") as stop:
+        checkpoint_data_dir(record, load_tokenizer)
+    assert "\n" not in str(stop.value.code)
+
+
+def test_an_old_checkpoint_with_an_absolute_folder_finds_it_in_the_moved_clone(tmp_path, monkeypatch):
+    """Checkpoints written before paths were portable recorded "tokenizer": the absolute data folder."""
+    from common import config
+
+    data_dir = clone_with_data(tmp_path / "new")
+    monkeypatch.setattr(config, "REPO_ROOT", tmp_path / "new")
+    old = {"tokenizer": str(tmp_path / "old" / "data" / "project1" / "tiny")}
+    assert checkpoint_data_dir(old, load_tokenizer) == data_dir
+    assert checkpoint_tokenizer(old, load_tokenizer).encode("abc") == TOKENIZER.encode("abc")
+
+
+def test_resume_latest_skips_a_corrupt_newest_checkpoint_and_says_why(tmp_path, capsys):
+    run = training_run(tmp_path, seed=1)
+    run.save(5, 2.0)
+    corrupt = run.save(10, 1.5)
+    corrupt.write_bytes(corrupt.read_bytes()[:100])  # a copy cut short
+    assert training_run(tmp_path, seed=2, resume="latest").resume(shape_keys=("width",)) == 5
+    out = capsys.readouterr().out
+    assert f"skipped {corrupt}: not a readable checkpoint" in out and "resumed from" in out
+    assert open_checkpoint("latest", tmp_path, "gpt", kind=KIND)[0].name == "gpt_iter5_loss2.0000.pt"
+
+
+def test_when_no_checkpoint_loads_resume_ends_in_one_line(tmp_path):
+    for step in (5, 10):
+        training_run(tmp_path, seed=1).save(step, 1.0).write_bytes(b"not a checkpoint")
+    with pytest.raises(SystemExit, match=r"none of the 2 checkpoints in .* loads") as stop:
+        training_run(tmp_path, seed=2, resume="latest").resume(shape_keys=("width",))
+    assert "\n" not in str(stop.value.code)
+
+
+def test_an_explicit_path_that_is_corrupt_is_not_replaced_by_another(tmp_path):
+    run = training_run(tmp_path, seed=1)
+    run.save(5, 2.0)
+    corrupt = run.save(10, 1.5)
+    corrupt.write_bytes(b"garbage")
+    with pytest.raises(SystemExit, match="not a readable checkpoint"):
+        open_checkpoint(str(corrupt), tmp_path, "gpt", kind=KIND)

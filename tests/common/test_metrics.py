@@ -11,7 +11,6 @@ from common.metrics import (
     mfu,
     peak_flops,
     plot_losses,
-    progress,
     read_metrics,
     run_training,
 )
@@ -147,12 +146,6 @@ def test_mfu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA A100-SXM4-40GB")
     # 6 * 124M parameters per token at 100k tokens/s is 74.4 TFLOP/s of 312.
     assert mfu(6 * 124e6, 100_000, "cuda") == pytest.approx(74.4 / 312)
-
-
-def test_progress_resumes_at_initial():
-    with progress(total=100, initial=40) as bar:
-        bar.update(10)
-        assert (bar.n, bar.total, bar.desc) == (50, 100, "train")
 
 
 def test_check_finite_passes_normal_losses(tmp_path):

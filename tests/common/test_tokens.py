@@ -1,4 +1,5 @@
 import io
+import json
 
 import numpy as np
 import pytest
@@ -294,3 +295,18 @@ def test_cuda_batches_equal_cpu_batches():
     x, y = Batches(tokens, 16, 8, torch.device("cuda"), seed=2).next()
     assert x.device.type == "cuda" and y.device.type == "cuda"
     assert torch.equal(x.cpu(), x_cpu) and torch.equal(y.cpu(), y_cpu)
+
+
+def test_the_corpus_path_is_recorded_from_the_folder_and_moves_with_it(tmp_path):
+    data = tmp_path / "data"
+    (data / "corpora").mkdir(parents=True)
+    corpus_path = data / "corpora" / "x.jsonl"
+    tok = CharTokenizer(["<unk>", "<|endoftext|>"], list("abc"))
+    write_token_files(["abc", "cab", "bca"] * 10, tok, data / "project1" / "x", val_fraction=0.1,
+                      separator_id=1, extra_meta={"corpus_path": str(corpus_path)})
+    on_disk = json.loads((data / "project1" / "x" / "meta.json").read_text())
+    assert on_disk["corpus_path"] == "../../corpora/x.jsonl"
+    assert read_meta(data / "project1" / "x")["corpus_path"] == str(corpus_path)
+    data.rename(tmp_path / "moved")
+    moved = tmp_path / "moved"
+    assert read_meta(moved / "project1" / "x")["corpus_path"] == str(moved / "corpora" / "x.jsonl")

@@ -23,12 +23,12 @@ which finds the shortcut within 300 steps; GPT-1's post-LN block finds it too, o
 (exercise 1 shows why). Try --PRE_LN=false --WARMUP_ITERS=100 --MAX_ITERS=600.
 """
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 
+from common import checkpoint as ckpt
 from common.device import seed_everything
 from common.metrics import read_metrics
 from common.tokens import Batches, load_tokens
@@ -64,7 +64,7 @@ def evaluate(checkpoint: str) -> dict:
     cfg = SimpleNamespace(**state["config"])
     device = torch.device(cfg.DEVICE)
     model.to(device)
-    data_dir = Path(state["tokenizer"])
+    data_dir = ckpt.checkpoint_data_dir(state, load_tokenizer)
     val_tokens = load_tokens(data_dir, "val")
     x, y = Batches(val_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed=cfg.SEED).next()  # (B, T) each
     tokenizer = load_tokenizer(data_dir)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common.config import in_repo
 from common.tokens import load_tokens
 from phase1_foundation.project1_gpt.download_data import END_OF_TEXT
 from phase1_foundation.project1_gpt.exercises import parse_args, run_train
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> dict:
     results = {}
     for tokenizer in ("char", "bpe"):
         summary = run_train([*settings, f"--TOKENIZER={tokenizer}"], out_dir / tokenizer)
-        tokens, characters = val_characters(Path(summary["data_dir"]))
+        tokens, characters = val_characters(in_repo(summary["data_dir"]))
         to_bits_per_character = tokens / characters / math.log(2)  # x nats per token
         results[tokenizer] = {
             "loss_per_token": summary["val_loss"],

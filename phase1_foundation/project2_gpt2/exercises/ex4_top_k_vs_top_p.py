@@ -28,13 +28,13 @@ the nucleus's, which keeps much of a flat distribution's tail; in a well-trained
 the common ones, and at those 40 is too many.
 """
 
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import seed_everything
 from phase1_foundation.project2_gpt2 import config
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> dict:
     top_k, top_p = cfg.TOP_K or DEFAULT_TOP_K, cfg.TOP_P
     filters = {"top_k": {"top_k": top_k}, "top_p": {"top_p": top_p}}  # generate()'s arguments for each
     model, state = GPT.from_checkpoint(find_or_train(cfg, settings, out_dir), device=cfg.DEVICE)
-    tokenizer = load_tokenizer(Path(state["tokenizer"]))
+    tokenizer = ckpt.checkpoint_tokenizer(state, load_tokenizer)
     device = torch.device(cfg.DEVICE)
     seed_everything(cfg.SEED)
 

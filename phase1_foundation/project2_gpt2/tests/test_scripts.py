@@ -4,8 +4,10 @@ import json
 import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -133,3 +135,50 @@ def test_sample_refuses_a_folder_of_another_architecture(tiny, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
     with pytest.raises(SystemExit, match="bert"):
         sample.main([*tiny, f"--HF_DIR={tmp_path}"])
+
+
+def test_every_tensor_a_collective_sees_is_on_the_process_device(monkeypatch):
+    """NCCL reduces GPU tensors only, so a CPU tensor in a collective fails a run on several GPUs. A tensor
+    made without naming the process's device lands on torch's default device: set to "meta" here, a
+    forgotten device= shows up as a tensor on meta instead of the process's device (the CPU)."""
+    seen = []
+    monkeypatch.setattr(train.dist, "all_reduce", lambda tensor, op=None: seen.append(tensor.device))
+    device = torch.device("cpu")
+    with torch.device("meta"):
+        train.interrupt_requested(train.GracefulInterrupt(), world_size=2, device=device)
+        train.mean_over_processes(torch.zeros((), device=device), world_size=2)
+    assert seen == [device, device]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_process_killed_mid_run_ends_the_other_in_one_line_and_the_run_resumes(tiny, tmp_path):
+    """Two gloo processes joined as torchrun would join them; one is killed (out of memory, a lost machine):
+    the other stops with one line naming the newest checkpoint, which loads and resumes in one process."""
+    out_dir = tmp_path / "run"
+    settings = [*tiny, f"--OUT_DIR={out_dir}", "--MAX_ITERS=400", "--EVAL_INTERVAL=10"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "WORLD_SIZE": "2"}
+    processes = [subprocess.Popen([sys.executable, "-m", "phase1_foundation.project2_gpt2.train", *settings],
+                                  cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                  env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)}) for rank in (0, 1)]
+    deadline = time.monotonic() + 240
+    while not any(out_dir.glob("gpt2_iter*.pt")) and time.monotonic() < deadline:
+        assert processes[0].poll() is None, processes[0].stderr.read()[-2000:]
+        time.sleep(0.1)
+    processes[1].kill()
+    _, stderr = processes[0].communicate(timeout=120)
+    processes[1].communicate()
+    assert processes[0].returncode == 1 and "Traceback" not in stderr, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: process 0 lost another process of this run (")
+    assert last.endswith("; resume with --RESUME=latest") and "the newest checkpoint is " in last
+
+    newest = max(out_dir.glob("gpt2_iter*.pt"), key=lambda path: int(path.name.split("_")[1][4:]))
+    assert str(newest) in last
+    train.main([*settings, "--RESUME=latest"])  # one process takes over the two-process run
+    assert losses(out_dir)[-1][0] == 400

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from common import checkpoint as ckpt
 from common.corpora import open_corpus
 from common.tokens import read_meta
 from phase1_foundation.project2_gpt2 import train, zero_shot
@@ -143,7 +144,7 @@ def test_passages_come_from_held_out_documents_only(run):
 
 def test_an_hf_folder_of_the_same_weights_gives_the_same_numbers(run, tmp_path):
     model, state = GPT.from_checkpoint("latest", run.out_dir)
-    tokenizer = load_tokenizer(Path(state["tokenizer"]))
+    tokenizer = ckpt.checkpoint_tokenizer(state, load_tokenizer)
     model.to_hf(tmp_path, eos_id=tokenizer.eot_id)
     tokenizer.save(tmp_path)
     ours, theirs = run.results, zero_shot.main([*run.args, f"--HF_DIR={tmp_path}"])

@@ -15,6 +15,7 @@ from common.metrics import run_training
 from phase1_foundation.project3_contextual_embeddings.download_data import load_split
 from phase1_foundation.project3_contextual_embeddings.model import BERT, PREFIX
 from phase1_foundation.project3_contextual_embeddings.objectives import evaluate, validation_batches
+from phase1_foundation.project3_contextual_embeddings.tokenizer import load_tokenizer
 
 
 def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
@@ -37,7 +38,7 @@ def load_run(checkpoint: str | Path) -> tuple[BERT, SimpleNamespace, Path]:
     """A run's model (in eval mode, on the run's device), its settings and its prepared-data folder."""
     model, state = BERT.from_checkpoint(checkpoint)
     cfg = SimpleNamespace(**state["config"])
-    return model.to(cfg.DEVICE), cfg, Path(state["tokenizer"])
+    return model.to(cfg.DEVICE), cfg, ckpt.checkpoint_data_dir(state, load_tokenizer)
 
 
 def evaluate_run(checkpoint: str | Path, **changes) -> dict:

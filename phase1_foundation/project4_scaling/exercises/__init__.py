@@ -8,7 +8,7 @@ checkpoints/project4/exercises/); like train.py, they skip the runs a folder alr
 import sys
 from pathlib import Path
 
-from common.config import REPO_ROOT, parse_overrides
+from common.config import REPO_ROOT, in_repo, parse_overrides
 from common.metrics import run_training
 from phase1_foundation.project4_scaling.laws import read_results
 
@@ -36,4 +36,4 @@ def sweep(settings: list[str], out_dir: Path) -> list[dict]:
     rows of the results file it leaves there, one per run. Finished runs are not trained again, so a second
     call only reads the file."""
     summary = run_training("phase1_foundation.project4_scaling.train", settings, out_dir)
-    return read_results(summary["results"])
+    return read_results(in_repo(summary["results"]))
