@@ -6,7 +6,12 @@ whether sentence B follows sentence A (NSP). The blocks are post-LN like GPT-1's
 (sentence A or B), a LayerNorm on the embedding sum, a padding mask, and two heads, an MLM head tied to the
 token embedding and an NSP head that reads the [CLS] position through the pooler.
 
-Read top to bottom: BertConfig -> BidirectionalSelfAttention -> MLP -> Block -> BERT -> saved weights.
+Positions come one of two ways (BertConfig.positions): BERT's learned table, added to the token embeddings, or
+rotary positions (RoFormer, Su et al. 2021), which rotate each query and key by an angle proportional to its
+position, so that a query-key score depends on how far apart two tokens are, not on where they stand.
+
+Read top to bottom: BertConfig -> rotary positions -> BidirectionalSelfAttention -> MLP -> Block -> BERT ->
+saved weights.
 Shapes: B batch, T sequence length, C = n_embd, nh = n_head, hs = C // nh head size, V vocabulary size,
 N number of masked positions.
 """
@@ -39,6 +44,7 @@ class BertConfig:
     n_embd: int = 768  # PAPER: BERT §3, BERT-base H = 768 (feed-forward size 4H = 3072)
     dropout: float = 0.1  # PAPER: BERT §A.2 (dropout 0.1 on all layers)
     fast_attention: bool = True  # False: the explicit softmax you can read; same numbers, slower
+    positions: str = "learned"  # PAPER: BERT §3, a learned table; "rotary": RoFormer §3.4
 
     def __post_init__(self):
         if self.n_embd % self.n_head:
@@ -46,6 +52,34 @@ class BertConfig:
                 f"error: n_embd ({self.n_embd}) is not divisible by n_head ({self.n_head}); "
                 "choose sizes where every head gets n_embd / n_head dimensions"
             )
+        if self.positions not in ("learned", "rotary"):
+            raise SystemExit(f"error: unknown positions {self.positions!r}; choose learned or rotary")
+        if self.positions == "rotary" and (self.n_embd // self.n_head) % 2:
+            raise SystemExit(f"error: rotary positions turn pairs of numbers, so the head size "
+                             f"({self.n_embd // self.n_head}) must be even; change n_embd or n_head")
+
+
+# --- rotary positions (RoFormer, Su et al. 2021) ----------------------------------------------------------
+# A head's query and key are split into pairs of numbers, (x0, x1), (x2, x3), ...; at position m, pair i is
+# turned by the angle m * theta_i, theta_i = 10000^(-2i / hs) (RoFormer §3.2: the frequencies of the original
+# sinusoids). Turning q at m and k at n leaves their dot product depending on n - m alone: rotations compose,
+# so the two combine into one by the difference of the angles. Pairs are rotated element-wise (§3.4).
+
+ROTARY_BASE = 10_000.0  # PAPER: RoFormer §3.2.2, theta_i = 10000^(-2(i-1)/d) for i = 1 .. d/2
+
+
+def rotary_angles(block_size: int, head_size: int) -> tuple[Tensor, Tensor]:
+    """cos and sin of m * theta_i for each position m < block_size and pair i < head_size / 2: (T, hs/2)."""
+    theta = ROTARY_BASE ** (-torch.arange(0, head_size, 2, dtype=torch.float64) / head_size)  # (hs/2,)
+    angles = torch.outer(torch.arange(block_size, dtype=torch.float64), theta)  # (T, hs/2)
+    return angles.cos().float(), angles.sin().float()
+
+
+def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Turn each pair (x0, x1) of the vectors x (B, nh, T, hs) by its position's angle; cos, sin (T, hs/2)."""
+    x0, x1 = x[..., 0::2], x[..., 1::2]  # (B, nh, T, hs/2) each: the first and second number of every pair
+    turned = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)  # (B, nh, T, hs/2, 2)
+    return turned.flatten(-2)  # the pairs back in place: (B, nh, T, hs)
 
 
 class BidirectionalSelfAttention(nn.Module):
@@ -70,13 +104,17 @@ class BidirectionalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(config.dropout)
         # No mask buffer: that, and nothing else, is the difference from GPT.
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        """x (B, T, C); mask (B, 1, 1, T) bool, True where the key is a real token, or None (no padding)."""
+    def forward(self, x: Tensor, mask: Tensor | None = None, rotary: tuple[Tensor, Tensor] | None = None
+                ) -> Tensor:
+        """x (B, T, C); mask (B, 1, 1, T) bool, True where the key is a real token, or None (no padding);
+        rotary: the (cos, sin) of rotary_angles for these T positions, or None (learned positions)."""
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        if rotary is not None:  # queries and keys only: values carry content, not position
+            q, k = rotate(q, *rotary), rotate(k, *rotary)
         if self.fast:
             dropout_p = self.dropout if self.training else 0.0
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)  # (B, nh, T, hs)
@@ -118,8 +156,9 @@ class Block(nn.Module):
         self.mlp = MLP(config)
         self.ln_2 = nn.LayerNorm(config.n_embd, eps=LN_EPS)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:  # (B, T, C) -> (B, T, C)
-        x = self.ln_1(x + self.attn(x, mask))
+    def forward(self, x: Tensor, mask: Tensor | None = None, rotary: tuple[Tensor, Tensor] | None = None
+                ) -> Tensor:  # (B, T, C) -> (B, T, C)
+        x = self.ln_1(x + self.attn(x, mask, rotary))
         return self.ln_2(x + self.mlp(x))
 
 
@@ -130,15 +169,21 @@ class BERT(nn.Module):
         super().__init__()
         self.config = config
         C = config.n_embd
+        tables = dict(token=nn.Embedding(config.vocab_size, C))
+        if config.positions == "learned":
+            tables["position"] = nn.Embedding(config.block_size, C)  # PAPER: BERT §3 (learned positions)
         self.embeddings = nn.ModuleDict(
             dict(
-                token=nn.Embedding(config.vocab_size, C),
-                position=nn.Embedding(config.block_size, C),  # PAPER: BERT §3 (learned positions)
+                **tables,
                 segment=nn.Embedding(2, C),  # PAPER: BERT §3, Fig. 2 (sentence A = 0, sentence B = 1)
                 norm=nn.LayerNorm(C, eps=LN_EPS),  # BERT normalises the sum, then drops out
                 drop=nn.Dropout(config.dropout),
             )
         )
+        if config.positions == "rotary":  # no table: angles turn queries and keys in attention (recomputed)
+            cos, sin = rotary_angles(config.block_size, C // config.n_head)
+            self.register_buffer("rotary_cos", cos, persistent=False)  # (block_size, hs/2)
+            self.register_buffer("rotary_sin", sin, persistent=False)  # (block_size, hs/2)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         # Post-LN: the last block already ends in a LayerNorm, so there is no final one.
         # google-research/bert's pooler: dense + tanh on the [CLS] state, the input of the NSP head: a layer
@@ -176,12 +221,16 @@ class BERT(nn.Module):
         if segment_ids is None:
             segment_ids = torch.zeros_like(input_ids)  # one sentence: everything is sentence A
         emb = self.embeddings
-        pos = torch.arange(T, device=input_ids.device)  # (T,)
-        x = emb.token(input_ids) + emb.position(pos) + emb.segment(segment_ids)  # (B,T,C) + (T,C) + (B,T,C)
+        x = emb.token(input_ids) + emb.segment(segment_ids)  # (B, T, C)
+        rotary = None
+        if self.config.positions == "learned":
+            x = x + emb.position(torch.arange(T, device=input_ids.device))  # (B, T, C) + (T, C)
+        else:
+            rotary = self.rotary_cos[:T], self.rotary_sin[:T]  # (T, hs/2) each
         x = emb.drop(emb.norm(x))  # (B, T, C)
         mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
         for block in self.blocks:
-            x = block(x, mask)  # (B, T, C)
+            x = block(x, mask, rotary)  # (B, T, C)
         return x
 
     def forward(
@@ -208,7 +257,8 @@ class BERT(nn.Module):
         params = {id(p): p for p in self.parameters()}
         if non_embedding:
             for table in ("token", "position", "segment"):
-                params.pop(id(self.embeddings[table].weight))
+                if table in self.embeddings:  # rotary positions have no table
+                    params.pop(id(self.embeddings[table].weight))
             params.pop(id(self.mlm_head.decoder.weight), None)  # already gone while tied
         return sum(p.numel() for p in params.values())
 

@@ -37,20 +37,34 @@ SHAPES = {  # Turc et al. 2019's small BERTs: BERT-Tiny, BERT-Mini, and two betw
     "shallow": dict(N_LAYER=2, N_HEAD=4, N_EMBD=256),
     "mini": dict(N_LAYER=4, N_HEAD=4, N_EMBD=256),
 }
+def learned(**changes) -> dict:
+    return {"POSITIONS": "learned", **changes}
+
+
+def rotary(**changes) -> dict:
+    return {"POSITIONS": "rotary", **changes}
+
+
 CANDIDATES = {  # name: (shape, changes to the cpu preset, warmup as a share of the steps)
-    "mini-lr1e-3-w100": ("mini", dict(LEARNING_RATE=1e-3), None),  # the preset before this sweep: 100 steps
-    "mini-lr2e-3": ("mini", dict(LEARNING_RATE=2e-3), 0.1),
-    "shallow-lr2e-3": ("shallow", dict(LEARNING_RATE=2e-3), 0.1),
-    "narrow-lr2e-3": ("narrow", dict(LEARNING_RATE=2e-3), 0.1),
-    "tiny-lr1e-3": ("tiny", dict(LEARNING_RATE=1e-3), 0.1),
-    "tiny-lr2e-3": ("tiny", dict(LEARNING_RATE=2e-3), 0.1),
-    "tiny-lr5e-3": ("tiny", dict(LEARNING_RATE=5e-3), 0.1),
-    "tiny-lr2e-3-batch16": ("tiny", dict(LEARNING_RATE=2e-3, BATCH_SIZE=16), 0.1),
-    "tiny-lr2e-3-block64": ("tiny", dict(LEARNING_RATE=2e-3, BLOCK_SIZE=64), 0.1),
-    "tiny-lr5e-3-block64": ("tiny", dict(LEARNING_RATE=5e-3, BLOCK_SIZE=64), 0.1),
-    "tiny-lr2e-3-block32": ("tiny", dict(LEARNING_RATE=2e-3, BLOCK_SIZE=32), 0.1),
-    "tiny-lr1e-2-block64": ("tiny", dict(LEARNING_RATE=1e-2, BLOCK_SIZE=64), 0.1),
-    "tiny-lr2e-3-vocab2048": ("tiny", dict(LEARNING_RATE=2e-3, VOCAB_SIZE=2048), 0.1),
+    # BERT's learned position table: the sweep that chose the preset before rotary positions (10 minutes each)
+    "mini-lr1e-3-w100": ("mini", learned(LEARNING_RATE=1e-3), None),  # the preset before it: 100 warmup steps
+    "mini-lr2e-3": ("mini", learned(LEARNING_RATE=2e-3), 0.1),
+    "shallow-lr2e-3": ("shallow", learned(LEARNING_RATE=2e-3), 0.1),
+    "narrow-lr2e-3": ("narrow", learned(LEARNING_RATE=2e-3), 0.1),
+    "tiny-lr1e-3": ("tiny", learned(LEARNING_RATE=1e-3), 0.1),
+    "tiny-lr2e-3": ("tiny", learned(LEARNING_RATE=2e-3), 0.1),
+    "tiny-lr5e-3": ("tiny", learned(LEARNING_RATE=5e-3), 0.1),
+    "tiny-lr2e-3-batch16": ("tiny", learned(LEARNING_RATE=2e-3, BATCH_SIZE=16), 0.1),
+    "tiny-lr2e-3-block64": ("tiny", learned(LEARNING_RATE=2e-3, BLOCK_SIZE=64), 0.1),
+    "tiny-lr5e-3-block64": ("tiny", learned(LEARNING_RATE=5e-3, BLOCK_SIZE=64), 0.1),
+    "tiny-lr2e-3-block32": ("tiny", learned(LEARNING_RATE=2e-3, BLOCK_SIZE=32), 0.1),
+    "tiny-lr1e-2-block64": ("tiny", learned(LEARNING_RATE=1e-2, BLOCK_SIZE=64), 0.1),
+    "tiny-lr2e-3-vocab2048": ("tiny", learned(LEARNING_RATE=2e-3, VOCAB_SIZE=2048), 0.1),
+    # Rotary positions, the preset's now (five minutes each, --MINUTES=5)
+    "rotary-tiny-lr1e-3": ("tiny", rotary(LEARNING_RATE=1e-3), 0.1),
+    "rotary-tiny-lr2e-3": ("tiny", rotary(LEARNING_RATE=2e-3), 0.1),
+    "rotary-tiny-lr5e-3": ("tiny", rotary(LEARNING_RATE=5e-3), 0.1),
+    "rotary-shallow-lr2e-3": ("shallow", rotary(LEARNING_RATE=2e-3), 0.1),
 }
 
 

@@ -7,6 +7,7 @@ the effects that appear that early: the noise of a mean over more targets, and c
 """
 
 import math
+import random
 
 import pytest
 
@@ -17,6 +18,7 @@ from phase1_foundation.project3_contextual_embeddings.exercises import (
     ex3_why_no_generation,
     ex4_no_nsp,
     ex5_padding_mask,
+    ex6_learned_vs_rotary,
 )
 from phase1_foundation.project3_contextual_embeddings.pretraining_data import KINDS, N_SPECIAL
 
@@ -103,3 +105,38 @@ def test_ex5_padding_changes_nothing_with_the_mask_and_everything_without(
     one, eight = results["without_mask"]
     assert eight > one > 1e-4 and eight > 1e-3
     assert set(results["top"]) == {0, 1, 8}
+
+
+def chain_text(path, seed: int = 0):
+    """Documents of sentences that walk a fixed cycle of 30 words (alpha bravo charlie ...): a masked word is
+    given by its neighbours, and by nothing else. A task that needs exactly the attention the plateau is made
+    of, small enough to learn in seconds."""
+    rng = random.Random(seed)
+    words = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar "
+             "papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu apple banana cherry "
+             "grape").split()
+    documents = []
+    for _ in range(300):
+        sentences = []
+        for _ in range(12):
+            start, length = rng.randrange(len(words)), rng.randrange(5, 10)
+            sentence = " ".join(words[(start + i) % len(words)] for i in range(length))
+            sentences.append(sentence.capitalize() + ".")
+        documents.append(" ".join(sentences))
+    path.write_text("\n\n\n".join(documents), encoding="utf-8")  # two blank lines end a document
+    return path
+
+
+def test_ex6_rotary_positions_leave_the_plateau_first(tiny, tmp_path):
+    """The same tiny BERT, 600 steps each: with rotary positions the loss at [MASK] leaves the unigram model's
+    and falls towards the neighbours' answer; with the learned table it is still on the plateau."""
+    settings = [*tiny, f"--TEXT_FILE={chain_text(tmp_path / 'chain.txt')}", f"--DATA_DIR={tmp_path / 'data'}",
+                "--MAX_ITERS=600", "--EVAL_INTERVAL=100", "--WARMUP_ITERS=30", "--BATCH_SIZE=16",
+                "--LEARNING_RATE=5e-3", "--EVAL_ITERS=4", f"--OUT_DIR={tmp_path / 'runs'}"]
+    results = ex6_learned_vs_rotary.main(settings)
+    assert list(results["curves"]["learned"]) == list(results["curves"]["rotary"]) == [100, 200, 300, 400,
+                                                                                       500, 600]
+    assert results["bigram"] < results["unigram"] - 2  # the neighbours tell the masked word
+    assert results["learned"]["below_unigram"] < 0.1  # still on the plateau
+    assert results["rotary"]["below_unigram"] > 0.3  # left it
+    assert (tmp_path / "runs" / "learned_vs_rotary.png").read_bytes().startswith(PNG)

@@ -12,7 +12,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from common.checkpoint import save_checkpoint
-from phase1_foundation.project3_contextual_embeddings.model import BERT, KIND, BertConfig
+from phase1_foundation.project3_contextual_embeddings.model import (
+    BERT,
+    KIND,
+    BertConfig,
+    rotary_angles,
+    rotate,
+)
 from phase1_foundation.project3_contextual_embeddings.objectives import pretraining_loss
 from phase1_foundation.project3_contextual_embeddings.pretraining_data import IGNORE
 
@@ -63,27 +69,31 @@ def hf_model():
     return model
 
 
-def copy_hf_weights(hf, model: BERT) -> BERT:
-    """Written independently of BERT.from_hf: our name <- transformers' name, over the state dicts."""
+def copy_hf_weights(hf, model: BERT, prefix: str = "bert") -> BERT:
+    """Written independently of BERT.from_hf: our name <- transformers' name, over the state dicts. `prefix`
+    "roformer" reads a RoFormerForMaskedLM: the same names, no position table, and no pooler or NSP head."""
     sd = hf.state_dict()
     ours = {
-        "embeddings.token.weight": sd["bert.embeddings.word_embeddings.weight"],
-        "embeddings.position.weight": sd["bert.embeddings.position_embeddings.weight"],
-        "embeddings.segment.weight": sd["bert.embeddings.token_type_embeddings.weight"],
-        "pooler.dense.weight": sd["bert.pooler.dense.weight"],
-        "pooler.dense.bias": sd["bert.pooler.dense.bias"],
-        "mlm_head.decoder.weight": sd["bert.embeddings.word_embeddings.weight"],
+        "embeddings.token.weight": sd[f"{prefix}.embeddings.word_embeddings.weight"],
+        "embeddings.segment.weight": sd[f"{prefix}.embeddings.token_type_embeddings.weight"],
+        "mlm_head.decoder.weight": sd[f"{prefix}.embeddings.word_embeddings.weight"],
         "mlm_head.decoder.bias": sd["cls.predictions.bias"],
-        # transformers' IsNext is row 0, ours row 1
-        "nsp_head.weight": sd["cls.seq_relationship.weight"][[1, 0]],
-        "nsp_head.bias": sd["cls.seq_relationship.bias"][[1, 0]],
     }
+    if prefix == "bert":
+        ours |= {
+            "embeddings.position.weight": sd["bert.embeddings.position_embeddings.weight"],
+            "pooler.dense.weight": sd["bert.pooler.dense.weight"],
+            "pooler.dense.bias": sd["bert.pooler.dense.bias"],
+            # transformers' IsNext is row 0, ours row 1
+            "nsp_head.weight": sd["cls.seq_relationship.weight"][[1, 0]],
+            "nsp_head.bias": sd["cls.seq_relationship.bias"][[1, 0]],
+        }
     for kind in ("weight", "bias"):
-        ours[f"embeddings.norm.{kind}"] = sd[f"bert.embeddings.LayerNorm.{kind}"]
+        ours[f"embeddings.norm.{kind}"] = sd[f"{prefix}.embeddings.LayerNorm.{kind}"]
         ours[f"mlm_head.dense.{kind}"] = sd[f"cls.predictions.transform.dense.{kind}"]
         ours[f"mlm_head.norm.{kind}"] = sd[f"cls.predictions.transform.LayerNorm.{kind}"]
         for i in range(model.config.n_layer):
-            hf_layer = f"bert.encoder.layer.{i}."
+            hf_layer = f"{prefix}.encoder.layer.{i}."
             qkv = [sd[f"{hf_layer}attention.self.{p}.{kind}"] for p in ("query", "key", "value")]
             ours[f"blocks.{i}.attn.c_attn.{kind}"] = torch.cat(qkv)
             for layer, hf_name in [("attn.c_proj", "attention.output.dense"),
@@ -91,7 +101,10 @@ def copy_hf_weights(hf, model: BERT) -> BERT:
                                    ("mlp.c_fc", "intermediate.dense"), ("mlp.c_proj", "output.dense"),
                                    ("ln_2", "output.LayerNorm")]:
                 ours[f"blocks.{i}.{layer}.{kind}"] = sd[hf_layer + hf_name + "." + kind]
-    model.load_state_dict(ours)  # strict: every parameter is mapped
+    missing, unexpected = model.load_state_dict(ours, strict=False)
+    heads = [] if prefix == "bert" else ["pooler.dense.weight", "pooler.dense.bias", "nsp_head.weight",
+                                         "nsp_head.bias"]
+    assert (sorted(missing), unexpected) == (sorted(heads), [])  # every other parameter is mapped
     return model
 
 
@@ -112,6 +125,67 @@ def test_logits_match_transformers(hf_model, fast, padded):
     assert expected_mlm.abs().mean() > 0.5 and expected_nsp.abs().mean() > 0.1  # 1e-5 is a strict tolerance
     torch.testing.assert_close(mlm, expected_mlm, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(nsp, expected_nsp, atol=1e-5, rtol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def roformer():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.RoFormerConfig(**HF_SMALL, embedding_size=HF_SMALL["hidden_size"],
+                                         hidden_act="gelu", layer_norm_eps=1e-12)
+    model = transformers.RoFormerForMaskedLM(config).eval()
+    with torch.no_grad():  # as for BERT: random biases and LayerNorms (the fixed table of angles stays)
+        for name, p in model.named_parameters():
+            if "embed_positions" not in name:
+                p.normal_(1.0 if name.endswith("LayerNorm.weight") else 0.0, 0.2)
+    return model
+
+
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "full"])
+@pytest.mark.parametrize("fast", [True, False], ids=["sdpa", "explicit"])
+def test_rotary_positions_match_roformer(roformer, fast, padded):
+    """RoFormer (Su et al. 2021) is BERT with rotary positions: the same encoder and MLM head, no position
+    table. Our BERT with positions="rotary" gives its hidden states and MLM logits."""
+    model = copy_hf_weights(roformer, make(fast_attention=fast, positions="rotary"), prefix="roformer")
+    assert "position" not in model.embeddings
+    ids, segments, mask = pair_batch() if padded else (tokens(), None, None)
+    with torch.no_grad():
+        expected = roformer(input_ids=ids, token_type_ids=segments, attention_mask=mask,
+                            output_hidden_states=True)
+        hidden, (mlm, _) = model.hidden_states(ids, segments, mask), model(ids, segments, mask)
+    assert expected.logits.abs().mean() > 0.5  # 1e-5 is a strict tolerance
+    torch.testing.assert_close(hidden, expected.hidden_states[-1], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(mlm, expected.logits, atol=1e-5, rtol=1e-5)
+
+
+def test_rotary_scores_depend_on_the_offset_only():
+    """The reason for rotary positions: q at position m and k at position n score q . k by n - m alone."""
+    cos, sin = rotary_angles(64, 8)
+    q, k = torch.randn(8), torch.randn(8)
+
+    def score(m, n):
+        qm = rotate(q.expand(1, 1, 64, 8), cos, sin)[0, 0, m]
+        kn = rotate(k.expand(1, 1, 64, 8), cos, sin)[0, 0, n]
+        return (qm @ kn).item()
+
+    assert score(0, 3) == pytest.approx(score(20, 23), abs=1e-5) == pytest.approx(score(57, 60), abs=1e-5)
+    assert score(0, 3) != pytest.approx(score(0, 4), abs=1e-3)
+    assert score(5, 5) == pytest.approx((q @ k).item(), abs=1e-5)  # no offset: no turn at all
+
+
+def test_rotary_bert_has_no_position_table_and_counts_the_rest():
+    learned, rotary = make(), make(positions="rotary")
+    table = SMALL.block_size * SMALL.n_embd
+    assert rotary.num_parameters() == learned.num_parameters() - table
+    assert rotary.num_parameters(non_embedding=True) == learned.num_parameters(non_embedding=True)
+    assert not any("position" in name for name in rotary.state_dict())  # the angles are recomputed, not saved
+
+
+def test_unknown_positions_or_an_odd_head_size_are_one_line():
+    with pytest.raises(SystemExit, match="unknown positions 'sinusoidal'; choose learned or rotary"):
+        make(positions="sinusoidal")
+    with pytest.raises(SystemExit, match="head size \\(9\\) must be even"):
+        BertConfig(vocab_size=10, n_embd=36, n_head=4, positions="rotary")
 
 
 def test_pretraining_loss_matches_transformers(hf_model):

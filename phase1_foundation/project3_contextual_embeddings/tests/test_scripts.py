@@ -78,7 +78,11 @@ def test_embed_fills_blanks_and_compares_contexts(tiny, tmp_path):
     assert result["word"] != "zzzz" and 2 <= len(result["contexts"]) <= 4  # fell back to a frequent word
     similarity = result["bert_similarity"]
     assert np.allclose(np.diag(similarity), 1, atol=1e-5)
-    assert similarity.min() < 0.999  # contextual: the same word gets different vectors in different sentences
+    # Contextual: the same word gets different vectors in different sentences. With rotary positions (the
+    # preset's) nothing but attention over the context can make them differ, and after 20 steps attention is
+    # still nearly uniform: they differ by about 2e-5, a hundred times float32's rounding. (With the learned
+    # table they differ by 0.17, but that is mostly the word's different positions, not its context.)
+    assert similarity.min() < 1 - 2e-6
     assert (tmp_path / "embeddings.png").read_bytes()[:8] == PNG
 
 
