@@ -79,7 +79,7 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Turn each pair (x0, x1) of the vectors x (B, nh, T, hs) by its position's angle; cos, sin (T, hs/2)."""
     x0, x1 = x[..., 0::2], x[..., 1::2]  # (B, nh, T, hs/2) each: the first and second number of every pair
     turned = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)  # (B, nh, T, hs/2, 2)
-    return turned.flatten(-2)  # the pairs back in place: (B, nh, T, hs)
+    return turned.flatten(-2).type_as(x)  # (B, nh, T, hs), in x's dtype (bf16 under autocast)
 
 
 class BidirectionalSelfAttention(nn.Module):

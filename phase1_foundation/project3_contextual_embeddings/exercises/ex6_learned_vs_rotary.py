@@ -67,7 +67,7 @@ def plot(curves: dict[str, dict[int, float]], unigram: float, bigram: float, pat
                     textcoords="offset points", fontsize=8, color="grey")
     ax.set(xlabel="step", ylabel="validation loss at [MASK] (nats)",
            title="BERT's learned positions against rotary positions, same model and steps")
-    ax.legend()
+    ax.legend(loc="center right")
     fig.savefig(path, dpi=120, bbox_inches="tight")
     return path
 
