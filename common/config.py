@@ -20,6 +20,7 @@ from common.device import pick_device
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 _SCALARS = (bool, int, float, str, tuple, type(None))
+_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 
 
 def portable(path: str | Path) -> str:
@@ -39,7 +40,6 @@ def portable_settings(values: dict) -> dict:
     """A run's settings as its checkpoint keeps them: every absolute path among them made portable()."""
     return {name: portable(value) if isinstance(value, str) and Path(value).is_absolute() else value
             for name, value in values.items()}
-_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 
 
 def settings(module: ModuleType) -> dict:

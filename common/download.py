@@ -169,7 +169,7 @@ def _transfer(url: str, part: Path, size: int | None, timeout: float) -> None:
         total = size or (have + announced if announced is not None else None)
         received = 0
         bar = progress_bar(total=total, initial=have, unit="B", unit_scale=True, unit_divisor=1024,
-                   desc=part.name.removesuffix(".part"))
+                           desc=part.name.removesuffix(".part"))
         with open(part, "ab" if have else "wb") as out, bar:
             while chunk := response.read(CHUNK_BYTES):
                 out.write(chunk)

@@ -127,7 +127,8 @@ class SplitWriter:
 
     def publish(self, extra_meta: dict, files: dict[str, np.ndarray] | None = None) -> dict:
         """Close the token files; save `files` (name -> array, as .npy) beside them; rename everything into
-        place and write meta.json last. Returns the meta dict: dtype, counts, the split and `extra_meta`."""
+        place and write meta.json last. Returns the meta as read_meta() gives it: dtype, counts, the split and
+        `extra_meta`."""
         for file in self.files.values():
             file.close()
         for name, array in (files or {}).items():
@@ -153,7 +154,7 @@ class SplitWriter:
             os.replace(self.tmp.pop(name), self.out_dir / name)
         (self.out_dir / "meta.json.tmp").write_text(json.dumps(meta, indent=1), encoding="utf-8")
         os.replace(self.out_dir / "meta.json.tmp", self.out_dir / "meta.json")
-        return meta
+        return read_meta(self.out_dir)
 
     def __enter__(self) -> "SplitWriter":
         return self

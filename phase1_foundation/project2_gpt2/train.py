@@ -144,11 +144,12 @@ def main(argv: list[str] | None = None) -> dict | None:
     try:
         return train(cfg, rank, world_size, device)
     except RuntimeError as error:
-        if world_size == 1 or not lost_a_process(error):
+        lost = lost_a_process(error) if world_size > 1 else None
+        if lost is None:
             raise
         newest = ckpt.newest_checkpoint(Path(cfg.OUT_DIR), PREFIX)
         kept = f"the newest checkpoint is {newest}; " if newest else "no checkpoint was saved yet; "
-        raise SystemExit(f"error: process {rank} lost another process of this run ({lost_a_process(error)}); "
+        raise SystemExit(f"error: process {rank} lost another process of this run ({lost}); "
                          f"{kept}resume with --RESUME=latest") from None
     finally:
         if dist.is_initialized():

@@ -53,7 +53,7 @@ import torch.nn.functional as F
 
 from common import checkpoint as ckpt
 from common.baselines import bigram_cross_entropy, unigram_cross_entropy
-from common.config import load_config
+from common.config import load_config, portable
 from common.corpora import open_corpus
 from common.device import describe, seed_everything
 from common.sentences import document_sentences, split_paragraphs, split_sentences
@@ -344,10 +344,10 @@ def load(cfg: SimpleNamespace) -> tuple[GPT, ByteBPETokenizer, Path, str | None]
     if cfg.HF_DIR:  # released weights: the tokenizer's files are in the same folder
         model = GPT.from_hf(cfg.HF_DIR).to(device).eval()
         return model, load_tokenizer(Path(cfg.HF_DIR)), prepare(cfg), None
-    model, state = GPT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
+    checkpoint = ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)  # the file the report names
+    model, state = GPT.from_checkpoint(checkpoint, device=device)
     data_dir = ckpt.checkpoint_data_dir(state, load_tokenizer)
-    checkpoint = ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)
-    return model, load_tokenizer(data_dir), data_dir, str(checkpoint)
+    return model, load_tokenizer(data_dir), data_dir, portable(checkpoint)
 
 
 def read_documents(meta: dict) -> tuple[list[tuple[int, str]], list[str]]:
@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{model.num_parameters():,} parameters, {tokenizer.vocab_size:,} tokens; scored on "
           f"{len(held_out)} held-out documents of {meta['corpus']} ({data_dir})")
     results = {
-        "model": checkpoint or cfg.HF_DIR, "ours": ours, "data": str(data_dir),
+        "model": checkpoint or cfg.HF_DIR, "ours": ours, "data": portable(data_dir),
         "parameters": model.num_parameters(), "vocab_size": tokenizer.vocab_size,
         "block_size": model.config.block_size,
         "last_word": last_word_task(model, tokenizer, passages, most_frequent_final_word(training)),

@@ -2,13 +2,13 @@
 and the script end to end on a tiny model, from our checkpoint and from the same weights in an HF folder."""
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 from common import checkpoint as ckpt
+from common.config import in_repo
 from common.corpora import open_corpus
 from common.tokens import read_meta
 from phase1_foundation.project2_gpt2 import train, zero_shot
@@ -126,7 +126,7 @@ def test_zero_shot_reports_both_measurements_with_their_baselines(run):
 
 
 def test_passages_come_from_held_out_documents_only(run):
-    meta = read_meta(Path(run.results["data"]))
+    meta = read_meta(in_repo(run.results["data"]))
     held_out, _ = read_documents(meta)
     training = [text for index, text in enumerate(open_corpus(meta["corpus_path"]).iter_documents())
                 if index not in meta["val_documents"]]
