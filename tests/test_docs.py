@@ -158,7 +158,7 @@ def defined_names(path: Path) -> set[str]:
 
 def test_defined_names_finds_what_a_page_may_name():
     names = defined_names(ROOT / "phase1_foundation/project1_gpt/model.py")
-    assert {"GPT", "GPT.wpe", "GPT.generate", "GPTConfig.pre_ln", "CausalSelfAttention.mask", "IGNORE"
+    assert {"GPT", "GPT.wpe", "GPT.hidden_states", "GPTConfig.pre_ln", "CausalSelfAttention.mask", "IGNORE"
             } <= names
     assert "GPT.position_embedding" not in names
 

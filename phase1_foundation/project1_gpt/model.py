@@ -5,7 +5,8 @@ embedding matrix. Each block normalises *after* its residual additions (post-LN)
 LayerNorm: the last block already ends in one. GPT-2 later moved the norm to the input of each sub-block
 (pre-LN) and added a final LayerNorm; `GPTConfig.pre_ln` makes that change on this model so you can see why.
 
-Read top to bottom: GPTConfig -> CausalSelfAttention -> MLP -> Block -> GPT -> loading saved weights.
+Read top to bottom: GPTConfig -> CausalSelfAttention -> MLP -> Block -> GPT -> our checkpoints.
+Generation is in generate.py, and the weights in transformers' layout in hf_weights.py.
 Shapes: B batch, T sequence length, C = n_embd, nh = n_head, hs = C // nh head size, V vocabulary size.
 """
 
@@ -19,7 +20,6 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from common import checkpoint as ckpt
-from common.hf import read_hf_config, read_hf_weights
 
 IGNORE = -100  # a target F.cross_entropy leaves out (its ignore_index)
 
@@ -206,31 +206,13 @@ class GPT(nn.Module):
         The forward pass costs 2 FLOPs (multiply, add) per non-embedding weight, plus the attention scores
         against a full context (2 * n_layer * n_ctx * d_model); the backward pass costs twice the forward.
         Kaplan leave out the head's V x C matmul, negligible at their sizes; for a small model with a large
-        vocabulary it is a big share of the work, and MFU should count work actually done.
+        vocabulary it is a big share of the work, and MFU should count work actually done. (Chapter 4's
+        flops_per_token(config, "kaplan") is this count without the head: Kaplan's C, which its scaling laws
+        are fitted in.)
         """
         c = self.config
         matmul_weights = self.num_parameters(non_embedding=True) + c.vocab_size * c.n_embd
         return 6 * matmul_weights + 6 * c.n_layer * c.block_size * c.n_embd
-
-    @torch.no_grad()
-    def generate(
-        self, idx: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None
-    ) -> Tensor:
-        """Append max_new_tokens sampled tokens to idx (B, T), one at a time, feeding each back in.
-
-        The model knows block_size positions, so it sees the last block_size tokens. temperature < 1 sharpens
-        the distribution and > 1 flattens it; top_k keeps only the k likeliest tokens (top_k=1 is greedy).
-        Call model.eval() first, or dropout perturbs every step.
-        """
-        for _ in range(max_new_tokens):
-            context = idx[:, -self.config.block_size :]  # (B, <= block_size)
-            logits = self.lm_head(self.hidden_states(context)[:, -1]) / temperature  # (B, V), last position
-            if top_k is not None:
-                kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, -1:]  # (B, 1)
-                logits = logits.masked_fill(logits < kth, float("-inf"))
-            next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)  # (B, 1)
-            idx = torch.cat((idx, next_id), dim=1)  # (B, T + 1)
-        return idx
 
     @classmethod
     def from_checkpoint(cls, spec: str | Path, out_dir: str | Path = ".", device: str | torch.device = "cpu"
@@ -243,77 +225,9 @@ class GPT(nn.Module):
         print(f"loaded {path} (step {state['step']})")
         return model.to(device).eval(), state
 
-    @classmethod
-    def from_hf(cls, folder: str | Path) -> "GPT":
-        """Load an OpenAI GPT saved in the Hugging Face transformers layout (e.g. OpenAI's released GPT-1).
-
-        The folder holds config.json and model.safetensors or pytorch_model.bin, as written by
-        OpenAIGPTLMHeadModel.save_pretrained. Anything else ends the program with one line saying
-        what is wrong.
-        """
-        folder = Path(folder)
-        hf = _read_hf_config(folder)
-        config = GPTConfig(
-            vocab_size=hf["vocab_size"],
-            block_size=hf["n_positions"],
-            n_layer=hf["n_layer"],
-            n_head=hf["n_head"],
-            n_embd=hf["n_embd"],
-            dropout=hf.get("resid_pdrop", 0.1),  # the released model uses 0.1 for all three dropouts
-        )
-        model = cls(config)
-        weights = _read_hf_weights(folder)
-        with torch.no_grad():
-            for name, param in model.named_parameters():  # yields the tied head once, as wte.weight
-                param.copy_(_hf_tensor(weights, name, param.shape, folder))
-        return model
-
 
 # ----------------------------------------------------------------------------------------------------------
 # Our own checkpoints: train.py writes them, from_checkpoint reads them.
 
 KIND = "project1/gpt"  # saved in every checkpoint, so another chapter's file is refused with a clear line
 PREFIX = "gpt"  # checkpoints/project1/gpt_iter{N}_loss{L}.pt
-
-# ----------------------------------------------------------------------------------------------------------
-# Loading released weights. transformers names the modules as OpenAI's code did: tokens_embed,
-# positions_embed, h.{i}.attn.c_attn ... The block's linear layers are OpenAI's "Conv1D", which stores its
-# weight as (in, out); nn.Linear stores (out, in), so those four weights are transposed. Everything else
-# maps one to one.
-
-_HF_PREFIXES = {"wte.": "tokens_embed.", "wpe.": "positions_embed.", "blocks.": "h."}
-_CONV1D_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
-_HF_HINT = ("expected a folder written by OpenAIGPTLMHeadModel.save_pretrained "
-            "(config.json + model.safetensors)")
-
-
-def _read_hf_config(folder: Path) -> dict:
-    hf = read_hf_config(folder, "openai-gpt", _HF_HINT)
-    path = Path(folder) / "config.json"
-    # Our blocks implement GELU (transformers' "gelu" here is the tanh form), LayerNorm eps 1e-5
-    # and a tied head.
-    if hf.get("afn", "gelu") != "gelu" or hf.get("layer_norm_epsilon", 1e-5) != 1e-5:
-        raise SystemExit(f"error: {path} asks for afn={hf.get('afn')!r}, eps={hf.get('layer_norm_epsilon')}; "
-                         "this GPT-1 supports only afn='gelu' and layer_norm_epsilon=1e-5")
-    if not hf.get("tie_word_embeddings", True):
-        raise SystemExit(f"error: {path} has an untied output head; GPT-1 ties it to the token embedding")
-    return hf
-
-
-def _read_hf_weights(folder: Path) -> dict[str, Tensor]:
-    # OpenAIGPTLMHeadModel prefixes "transformer."; a bare OpenAIGPTModel (and the original upload) does not.
-    return {name.removeprefix("transformer."): t for name, t in read_hf_weights(folder, _HF_HINT).items()}
-
-
-def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder: Path) -> Tensor:
-    """The tensor transformers stores for our parameter `name`, in our layout."""
-    prefix = next(p for p in _HF_PREFIXES if name.startswith(p))
-    hf_name = _HF_PREFIXES[prefix] + name.removeprefix(prefix)
-    if hf_name not in weights:
-        raise SystemExit(f"error: {folder} has no tensor {hf_name!r}; "
-                         "it is not a complete OpenAI GPT checkpoint")
-    tensor = weights[hf_name].t() if name.endswith(_CONV1D_WEIGHTS) else weights[hf_name]
-    if tensor.shape != shape:
-        raise SystemExit(f"error: {hf_name!r} in {folder} has shape {tuple(tensor.shape)}, "
-                         f"config.json implies {tuple(shape)}; the folder mixes files from different models")
-    return tensor

@@ -17,6 +17,8 @@ from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import describe, seed_everything
 from phase1_foundation.project1_gpt import config
+from phase1_foundation.project1_gpt.generate import generate
+from phase1_foundation.project1_gpt.hf_weights import from_hf
 from phase1_foundation.project1_gpt.model import GPT
 from phase1_foundation.project1_gpt.tokenizer import load_tokenizer
 
@@ -27,12 +29,12 @@ def main(argv: list[str] | None = None) -> str:
     seed_everything(cfg.SEED)
     print(f"device: {describe(device)}")
     if cfg.HF_DIR:  # released weights: the tokenizer's files are in the same folder
-        model, tokenizer = GPT.from_hf(cfg.HF_DIR).to(device).eval(), load_tokenizer(Path(cfg.HF_DIR))
+        model, tokenizer = from_hf(cfg.HF_DIR).to(device).eval(), load_tokenizer(Path(cfg.HF_DIR))
     else:  # our checkpoint: it carries its tokenizer's files
         model, state = GPT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
         tokenizer = ckpt.checkpoint_tokenizer(state, load_tokenizer)
     prompt = torch.tensor([tokenizer.encode(cfg.PROMPT)], device=device)  # (1, T)
-    out = model.generate(prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None)
+    out = generate(model, prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None)
     text = tokenizer.decode(out[0].tolist())
     print(text)
     return text

@@ -1,5 +1,5 @@
 """GPT-1's released vocabulary: the 40,478-token BPE that OpenAI published with the weights, so that the
-original model (`GPT.from_hf`, `sample.py --HF_DIR`) reads the same ids it was trained on.
+original model (`hf_weights.from_hf`, `sample.py --HF_DIR`) reads the same ids it was trained on.
 
 Our own runs train a SentencePiece BPE on our corpus instead (common/tokenizers.py); load_tokenizer below
 reads either, recognising the released vocabulary by its files.

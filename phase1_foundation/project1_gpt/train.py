@@ -28,6 +28,7 @@ from common.tokenizers import Tokenizer
 from common.tokens import Batches, load_tokens, read_meta
 from phase1_foundation.project1_gpt import config
 from phase1_foundation.project1_gpt.download_data import prepare
+from phase1_foundation.project1_gpt.generate import generate
 from phase1_foundation.project1_gpt.model import GPT, KIND, PREFIX, GPTConfig
 from phase1_foundation.project1_gpt.tokenizer import load_tokenizer
 
@@ -140,7 +141,7 @@ def summarize(cfg: SimpleNamespace, model: GPT, tokenizer: Tokenizer, data_dir: 
     model.eval()
     device = next(model.parameters()).device
     prompt = torch.tensor([tokenizer.encode(cfg.PROMPT)], device=device)
-    sample = model.generate(prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None)
+    sample = generate(model, prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None)
     print(f"\n--- sample ---\n{tokenizer.decode(sample[0].tolist())}\n--------------")
     summary = {
         "val_loss": val_loss, "unigram_loss": baseline, "val_perplexity": math.exp(val_loss),

@@ -36,6 +36,8 @@ from common.device import autocast, describe, enable_tf32, grad_scaler, seed_eve
 from common.optim import adamw
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.download_data import auto_vocab_size
+from phase1_foundation.project2_gpt2.generate import generate
+from phase1_foundation.project2_gpt2.hf_weights import to_hf
 from phase1_foundation.project2_gpt2.model import GPT, GPTConfig
 
 ROUNDS = 5  # timed rounds per side and race, after one warm-up round
@@ -57,7 +59,7 @@ def hf_twin(model: GPT) -> transformers.GPT2LMHeadModel:
     FAST_ATTENTION=False both sides take the explicit softmax ("eager").
     """
     with tempfile.TemporaryDirectory() as folder:
-        model.to_hf(folder)
+        to_hf(model, folder)
         attention = "sdpa" if model.config.fast_attention else "eager"
         return transformers.GPT2LMHeadModel.from_pretrained(folder, attn_implementation=attention)
 
@@ -98,7 +100,7 @@ def generation_rounds(ours: GPT, theirs: transformers.GPT2LMHeadModel, prompt: t
     mask = torch.ones_like(prompt)  # one unpadded row; transformers asks for the mask rather than guess it
 
     def our_generation() -> torch.Tensor:
-        return ours.generate(prompt, new_tokens, temperature=0, use_cache=True)
+        return generate(ours, prompt, new_tokens, temperature=0, use_cache=True)
 
     def their_generation() -> torch.Tensor:
         # No eos_token_id in the config (to_hf wrote none), so neither side stops early; pad_token_id only
@@ -132,11 +134,12 @@ def race(sides: dict[str, Callable], rounds: int, device: torch.device) -> dict[
     return seconds
 
 
-def report(what: str, seconds: dict[str, list[float]], tokens_per_round: int, target: float) -> dict:
+def report(what: str, seconds: dict[str, list[float]], tokens_per_round: int, target: float,
+           labels: tuple[str, str] = ("ours (model.py)", "transformers GPT2LMHeadModel")) -> dict:
     """Tokens/s of each side (median round, and the best) and the ratio ours / theirs; printed, returned."""
     print(f"\n{what}:")
     results = {}
-    for name, label in (("ours", "ours (model.py)"), ("theirs", "transformers GPT2LMHeadModel")):
+    for name, label in zip(("ours", "theirs"), labels, strict=True):
         median, best = statistics.median(seconds[name]), min(seconds[name])
         results[name] = dict(tokens_per_second=tokens_per_round / median, ms_per_round=1e3 * median,
                              best_ms_per_round=1e3 * best)

@@ -19,6 +19,8 @@ from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import describe, seed_everything
 from phase1_foundation.project2_gpt2 import config
+from phase1_foundation.project2_gpt2.generate import generate
+from phase1_foundation.project2_gpt2.hf_weights import from_hf
 from phase1_foundation.project2_gpt2.model import GPT
 from phase1_foundation.project2_gpt2.tokenizer import ByteBPETokenizer, load_tokenizer
 
@@ -27,7 +29,7 @@ def load(cfg) -> tuple[GPT, ByteBPETokenizer]:
     """Our checkpoint (which carries its tokenizer's files), or an HF-layout folder."""
     device = torch.device(cfg.DEVICE)
     if cfg.HF_DIR:  # released weights: the tokenizer's files are in the same folder
-        return GPT.from_hf(cfg.HF_DIR).to(device).eval(), load_tokenizer(Path(cfg.HF_DIR))
+        return from_hf(cfg.HF_DIR).to(device).eval(), load_tokenizer(Path(cfg.HF_DIR))
     model, state = GPT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
     return model, ckpt.checkpoint_tokenizer(state, load_tokenizer)
 
@@ -39,9 +41,9 @@ def timed_generate(model: GPT, prompt: torch.Tensor, cfg, eos_id: int, stop, use
     synchronize = torch.cuda.synchronize if prompt.device.type == "cuda" else (lambda: None)
     synchronize()
     start = time.perf_counter()
-    out = model.generate(prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None,
-                         top_p=cfg.TOP_P or None, eos_id=eos_id, stop=stop, use_cache=use_cache,
-                         generator=generator)
+    out = generate(model, prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None,
+                   top_p=cfg.TOP_P or None, eos_id=eos_id, stop=stop, use_cache=use_cache,
+                   generator=generator)
     synchronize()
     new_tokens = out.size(1) - prompt.size(1)
     return out, new_tokens / (time.perf_counter() - start)

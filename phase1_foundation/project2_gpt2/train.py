@@ -46,6 +46,7 @@ from common.progress import progress
 from common.tokens import Batches, load_tokens, read_meta
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.download_data import prepare
+from phase1_foundation.project2_gpt2.generate import generate
 from phase1_foundation.project2_gpt2.model import GPT, KIND, PREFIX, GPTConfig
 from phase1_foundation.project2_gpt2.tokenizer import load_tokenizer
 
@@ -202,9 +203,13 @@ def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device
     log = MetricsLog(run.out_dir / "metrics.jsonl", resume_step=step if cfg.RESUME else None) if rank == 0 \
         else None
 
-    stepper = torch.compile(model) if cfg.COMPILE else model  # the same module, its forward compiled
+    stepper = model
     if world_size > 1:
-        stepper = DistributedDataParallel(stepper, device_ids=[device] if device.type == "cuda" else None)
+        stepper = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+    if cfg.COMPILE:
+        # Compile after wrapping: the compiler then sees DDP's gradient buckets and splits its graph at them,
+        # so the averaging of one bucket overlaps the backward pass of the next (PyTorch's DDP notes).
+        stepper = torch.compile(stepper)  # the same module, its forward compiled
 
     # --- the loop: warmup + cosine LR, accumulation, clipping, periodic validation and checkpoints ----------
     start, last_path, val_loss = time.perf_counter(), None, float("nan")
@@ -283,8 +288,8 @@ def summarize(cfg: SimpleNamespace, model: GPT, data_dir: Path, val_loss: float,
     model.eval()
     prompt = torch.tensor([tokenizer.encode(cfg.PROMPT)], device=device)
     generator = torch.Generator(device).manual_seed(cfg.SEED)
-    sample = model.generate(prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None,
-                            top_p=cfg.TOP_P or None, eos_id=tokenizer.eot_id, generator=generator)
+    sample = generate(model, prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None,
+                      top_p=cfg.TOP_P or None, eos_id=tokenizer.eot_id, generator=generator)
     print(f"\n--- sample ---\n{tokenizer.decode(sample[0].tolist())}\n--------------")
     summary = {
         "val_loss": val_loss, "val_perplexity": math.exp(val_loss), "unigram_loss": unigram,

@@ -60,6 +60,8 @@ from common.sentences import document_sentences, split_paragraphs, split_sentenc
 from common.tokens import load_tokens, read_meta
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.download_data import prepare
+from phase1_foundation.project2_gpt2.generate import generate
+from phase1_foundation.project2_gpt2.hf_weights import from_hf
 from phase1_foundation.project2_gpt2.model import GPT, PREFIX
 from phase1_foundation.project2_gpt2.tokenizer import ByteBPETokenizer, load_tokenizer
 
@@ -201,8 +203,8 @@ def greedy_word(model: GPT, tokenizer: ByteBPETokenizer, context_ids: list[int])
     def word_is_over(new_ids: torch.Tensor) -> bool:  # (1, n): the tokens written so far
         return first_word(text_of(tokenizer, new_ids[0]))[1]
 
-    out = model.generate(prompt, MAX_WORD_TOKENS, temperature=0, eos_id=tokenizer.eot_id, stop=word_is_over,
-                         use_cache=True)  # (1, T + n)
+    out = generate(model, prompt, MAX_WORD_TOKENS, temperature=0, eos_id=tokenizer.eot_id, stop=word_is_over,
+                   use_cache=True)  # (1, T + n)
     return first_word(text_of(tokenizer, out[0, len(context_ids):]))[0]
 
 
@@ -342,7 +344,7 @@ def load(cfg: SimpleNamespace) -> tuple[GPT, ByteBPETokenizer, Path, str | None]
     """
     device = torch.device(cfg.DEVICE)
     if cfg.HF_DIR:  # released weights: the tokenizer's files are in the same folder
-        model = GPT.from_hf(cfg.HF_DIR).to(device).eval()
+        model = from_hf(cfg.HF_DIR).to(device).eval()
         return model, load_tokenizer(Path(cfg.HF_DIR)), prepare(cfg), None
     checkpoint = ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)  # the file the report names
     model, state = GPT.from_checkpoint(checkpoint, device=device)

@@ -33,6 +33,7 @@ from common.device import seed_everything
 from common.metrics import read_metrics
 from common.tokens import Batches, load_tokens
 from phase1_foundation.project1_gpt.exercises import parse_args, run_train
+from phase1_foundation.project1_gpt.generate import generate
 from phase1_foundation.project1_gpt.model import GPT
 from phase1_foundation.project1_gpt.tokenizer import load_tokenizer
 
@@ -70,7 +71,7 @@ def evaluate(checkpoint: str) -> dict:
     tokenizer = load_tokenizer(data_dir)
     seed_everything(cfg.SEED)
     prompt = torch.tensor([tokenizer.encode(cfg.PROMPT)], device=device)  # (1, T)
-    sample = model.generate(prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None)
+    sample = generate(model, prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None)
     return {"val_loss_window": window_loss(model, x, y), "val_loss_prefix": prefix_loss(model, x, y),
             "sample": tokenizer.decode(sample[0].tolist())}
 

@@ -11,6 +11,8 @@ from safetensors.torch import save_file
 from torch import nn
 
 from common.checkpoint import save_checkpoint
+from phase1_foundation.project1_gpt.generate import generate
+from phase1_foundation.project1_gpt.hf_weights import from_hf
 from phase1_foundation.project1_gpt.model import GPT, KIND, GPTConfig
 
 SMALL = GPTConfig(vocab_size=101, block_size=16, n_layer=2, n_head=4, n_embd=32, dropout=0.0)
@@ -49,7 +51,7 @@ def hf_model():
 
 
 def copy_hf_weights(hf, model: GPT) -> GPT:
-    """Written independently of GPT.from_hf. transformers' Conv1D stores (in, out), nn.Linear (out, in)."""
+    """Written independently of from_hf. transformers' Conv1D stores (in, out), nn.Linear (out, in)."""
     sd = hf.transformer.state_dict()
     ours = {name: sd[hf_name] for name, hf_name in
             [("wte.weight", "tokens_embed.weight"), ("wpe.weight", "positions_embed.weight"),
@@ -89,7 +91,7 @@ def test_loss_matches_transformers(hf_model):
 def test_from_hf_round_trip_safetensors(hf_model, tmp_path):
     hf_model.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").is_file()
-    model = GPT.from_hf(tmp_path).eval()
+    model = from_hf(tmp_path).eval()
     assert dataclasses.astuple(model.config)[:5] == (101, 16, 2, 4, 32)
     assert not model.config.pre_ln and model.lm_head.weight is model.wte.weight
     ids = tokens()
@@ -106,7 +108,7 @@ def test_from_hf_pytorch_bin_without_prefix(hf_model, tmp_path):
     sd = {name.removeprefix("transformer."): t for name, t in hf_model.state_dict().items()}
     sd["h.0.attn.bias"] = torch.tril(torch.ones(1, 1, 16, 16))  # old checkpoints stored the mask; ignored
     torch.save(sd, tmp_path / "pytorch_model.bin")
-    model = GPT.from_hf(tmp_path).eval()
+    model = from_hf(tmp_path).eval()
     ids = tokens()
     with torch.no_grad():
         torch.testing.assert_close(model(ids)[0], hf_model(ids).logits, atol=1e-5, rtol=1e-5)
@@ -142,7 +144,7 @@ def bad_folders(tmp_path):
 def test_from_hf_bad_folders_exit_with_one_line(tmp_path):
     for case, folder, message in bad_folders(tmp_path):
         with pytest.raises(SystemExit, match=message) as exit_info:
-            GPT.from_hf(folder)
+            from_hf(folder)
         text = str(exit_info.value.code)
         assert text.startswith("error: ") and "\n" not in text, case
 
@@ -269,7 +271,7 @@ def test_generate_top_k_1_is_greedy_decoding():
         for _ in range(20):  # more than block_size: the context window slides
             logits, _ = model(expected[:, -SMALL.block_size :])
             expected = torch.cat((expected, logits[:, -1].argmax(-1, keepdim=True)), dim=1)
-    out = model.generate(prompt, max_new_tokens=20, temperature=0.7, top_k=1)
+    out = generate(model, prompt, max_new_tokens=20, temperature=0.7, top_k=1)
     assert torch.equal(out, expected)
 
 
@@ -279,7 +281,7 @@ def test_generate_samples_only_from_the_top_k():
     with torch.no_grad():
         allowed = model(prompt)[0][:, -1].topk(3).indices  # (64, 3)
     torch.manual_seed(0)
-    out = model.generate(prompt, max_new_tokens=1, temperature=2.0, top_k=3)
+    out = generate(model, prompt, max_new_tokens=1, temperature=2.0, top_k=3)
     assert out.shape == (64, 5) and torch.equal(out[:, :4], prompt)
     assert (out[:, -1:] == allowed).any(dim=1).all()
 

@@ -39,7 +39,8 @@ from common.config import load_config
 from common.device import seed_everything
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.exercises import find_or_train, parse_args
-from phase1_foundation.project2_gpt2.model import GPT, filter_logits
+from phase1_foundation.project2_gpt2.generate import filter_logits, generate
+from phase1_foundation.project2_gpt2.model import GPT
 from phase1_foundation.project2_gpt2.tokenizer import ByteBPETokenizer, load_tokenizer
 
 PROMPTS = ("The history of", "In 1998, the", "The city is located", "He was born in")  # after --PROMPT
@@ -117,8 +118,8 @@ def main(argv: list[str] | None = None) -> dict:
         for name, arguments in filters.items():
             # Each prompt its own seed; for one prompt, the same random draws with either filter.
             generator = torch.Generator(device).manual_seed(cfg.SEED + n)
-            out = model.generate(ids, new_tokens, temperature=cfg.TEMPERATURE, eos_id=tokenizer.eot_id,
-                                 generator=generator, **arguments)  # (1, P + n)
+            out = generate(model, ids, new_tokens, temperature=cfg.TEMPERATURE, eos_id=tokenizer.eot_id,
+                           generator=generator, **arguments)  # (1, P + n)
             stats = step_statistics(model, out, ids.size(1), cfg.TEMPERATURE, top_k, top_p)
             samples[prompt][name] = {"ids": out[0, ids.size(1) :].tolist(), **stats}
         top_k_sample, top_p_sample = samples[prompt]["top_k"], samples[prompt]["top_p"]

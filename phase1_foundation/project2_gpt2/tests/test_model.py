@@ -11,7 +11,9 @@ from safetensors.torch import save_file
 
 from common.checkpoint import save_checkpoint
 from phase1_foundation.project2_gpt2 import config
-from phase1_foundation.project2_gpt2.model import GPT, KIND, GPTConfig, filter_logits
+from phase1_foundation.project2_gpt2.generate import KVCache, filter_logits, generate, new_cache
+from phase1_foundation.project2_gpt2.hf_weights import from_hf, to_hf
+from phase1_foundation.project2_gpt2.model import GPT, KIND, GPTConfig
 
 SMALL = GPTConfig(vocab_size=101, block_size=16, n_layer=2, n_head=4, n_embd=32, dropout=0.0)
 HF_SMALL = {"vocab_size": 101, "n_positions": 16, "n_embd": 32, "n_layer": 2, "n_head": 4,
@@ -44,6 +46,14 @@ def twin(model: GPT, **changes) -> GPT:
 
 def tokens(batch: int = 3, length: int = 16, seed: int = 1) -> torch.Tensor:
     return torch.randint(SMALL.vocab_size, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def attach_cache(model: GPT, batch: int) -> list[KVCache]:
+    """An empty KVCache in every attention layer's slot, as generate() puts them there."""
+    caches = new_cache(model, batch)
+    for block, cache in zip(model.blocks, caches, strict=True):
+        block.attn.cache = cache
+    return caches
 
 
 def greedy_reference(model: GPT, prompt: torch.Tensor, n: int) -> torch.Tensor:
@@ -82,7 +92,7 @@ def hf_folder(hf_model, tmp_path_factory):
 
 @pytest.mark.parametrize("fast", [True, False], ids=["sdpa", "explicit"])
 def test_from_hf_gives_transformers_logits(hf_model, hf_folder, fast):
-    model = twin(GPT.from_hf(hf_folder), fast_attention=fast).eval()
+    model = twin(from_hf(hf_folder), fast_attention=fast).eval()
     assert dataclasses.astuple(model.config)[:5] == (101, 16, 2, 4, 32)
     assert model.lm_head.weight is model.wte.weight
     ids = tokens()
@@ -95,7 +105,7 @@ def test_from_hf_gives_transformers_logits(hf_model, hf_folder, fast):
 
 def test_loss_matches_transformers(hf_model, hf_folder):
     """transformers shifts labels inside; our forward takes targets already shifted by one."""
-    model = GPT.from_hf(hf_folder).eval()
+    model = from_hf(hf_folder).eval()
     ids = tokens()
     with torch.no_grad():
         expected = hf_model(ids, labels=ids).loss
@@ -105,7 +115,7 @@ def test_loss_matches_transformers(hf_model, hf_folder):
 
 def test_to_hf_loads_in_transformers_which_computes_and_generates_the_same(transformers, tmp_path):
     model = spread(make())
-    folder = model.to_hf(tmp_path / "ours", eos_id=100)
+    folder = to_hf(model, tmp_path / "ours", eos_id=100)
     assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]  # no temp files
     hf = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
     assert hf.lm_head.weight is hf.transformer.wte.weight  # re-tied from the one stored matrix
@@ -115,15 +125,15 @@ def test_to_hf_loads_in_transformers_which_computes_and_generates_the_same(trans
         torch.testing.assert_close(hf(ids).logits, model(ids)[0], atol=1e-5, rtol=1e-5)
     prompt = ids[:, :4]
     expected = hf.generate(prompt, max_new_tokens=10, do_sample=False, eos_token_id=None, pad_token_id=0)
-    assert torch.equal(model.generate(prompt, 10, temperature=0), expected)
+    assert torch.equal(generate(model, prompt, 10, temperature=0), expected)
 
 
 def test_to_hf_then_from_hf_is_exact(tmp_path):
     model = spread(make())
-    loaded = GPT.from_hf(model.to_hf(tmp_path))
+    loaded = from_hf(to_hf(model, tmp_path))
     assert loaded.config == model.config
     torch.testing.assert_close(loaded.state_dict(), model.state_dict(), atol=0, rtol=0)
-    model.to_hf(tmp_path)  # saving over an earlier save replaces it
+    to_hf(model, tmp_path)  # saving over an earlier save replaces it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
 
 
@@ -134,7 +144,7 @@ def test_from_hf_pytorch_bin_without_prefix(hf_model, tmp_path):
     sd["h.0.attn.bias"] = torch.tril(torch.ones(1, 1, 16, 16))  # old checkpoints stored the mask; ignored
     sd["h.0.attn.masked_bias"] = torch.tensor(-1e4)
     torch.save(sd, tmp_path / "pytorch_model.bin")
-    model = GPT.from_hf(tmp_path).eval()
+    model = from_hf(tmp_path).eval()
     ids = tokens()
     with torch.no_grad():
         torch.testing.assert_close(model(ids)[0], hf_model(ids).logits, atol=1e-5, rtol=1e-5)
@@ -167,7 +177,7 @@ def bad_folders(tmp_path):
 def test_from_hf_bad_folders_exit_with_one_line(tmp_path):
     for case, folder, message in bad_folders(tmp_path):
         with pytest.raises(SystemExit, match=message) as exit_info:
-            GPT.from_hf(folder)
+            from_hf(folder)
         text = str(exit_info.value.code)
         assert text.startswith("error: ") and "\n" not in text, case
 
@@ -205,7 +215,7 @@ def test_flops_per_token_follows_kaplan_plus_the_head():
 def test_residual_projections_start_smaller_by_sqrt_of_twice_the_depth():
     torch.manual_seed(0)
     model = GPT(dataclasses.replace(SMALL, n_layer=24, n_embd=64))
-    scaled = 0.02 / math.sqrt(2 * 24)  # PAPER: GPT-2 §2.3, 1/sqrt(N) for N = 2 residual layers per block
+    scaled = 0.02 / math.sqrt(2 * 24)  # PAPER: GPT-2 §2.3, 1/sqrt(N), counting 2 residual layers per block
     for name, p in model.named_parameters():
         if name.endswith("c_proj.weight"):
             expected = scaled
@@ -266,10 +276,8 @@ def test_sequence_longer_than_block_size_is_refused():
     model = make()
     with pytest.raises(ValueError, match="sequence of 17 tokens is longer than block_size 16"):
         model(tokens(length=17))
-    cache = model.new_cache(3)
-    model(tokens(length=12), cache=cache)
     with pytest.raises(ValueError, match="sequence of 17 tokens is longer than block_size 16"):
-        model(tokens(length=5), cache=cache)  # 12 cached + 5 new
+        model.hidden_states(tokens(length=5), start=12)  # after 12 cached positions
 
 
 # ---- the KV cache ---------------------------------------------------------------------------------------
@@ -280,18 +288,45 @@ def test_cached_logits_equal_the_full_forward_pass(fast):
     model = spread(make(fast_attention=fast))
     ids = tokens()  # (3, 16): a full context
     with torch.no_grad():
-        full, _ = model(ids)  # (3, 16, V)
-        cache = model.new_cache(3)
-        prefill, _ = model(ids[:, :5], cache=cache)  # the prompt at once, causal within it
+        full, _ = twin(model, fast_attention=True)(ids)  # (3, 16, V): the fused path, without a cache
+        caches = attach_cache(model, 3)
+        prefill, _ = model(ids[:, :5])  # the prompt at once, causal within it
         torch.testing.assert_close(prefill, full[:, :5], atol=1e-5, rtol=1e-5)
         for t in range(5, 16):  # then one token at a time, attending over all cached keys
-            logits, _ = model(ids[:, t : t + 1], cache=cache)
+            logits = model.lm_head(model.hidden_states(ids[:, t : t + 1], start=t))  # (3, 1, V)
             torch.testing.assert_close(logits, full[:, t : t + 1], atol=1e-5, rtol=1e-5)
-        assert cache[0].length == 16
-        cache = model.new_cache(3)  # several new tokens after cached ones: each sees only its past
-        model(ids[:, :4], cache=cache)
-        chunk, _ = model(ids[:, 4:9], cache=cache)
-        torch.testing.assert_close(chunk, full[:, 4:9], atol=1e-5, rtol=1e-5)
+        assert [cache.length for cache in caches] == [16] * SMALL.n_layer
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["sdpa", "explicit"])
+def test_a_cache_that_holds_positions_takes_one_new_token_at_a_time(fast):
+    """Several new queries after cached keys would need an offset mask that the fused path is not given."""
+    model = make(fast_attention=fast)
+    ids = tokens()
+    caches = attach_cache(model, 3)
+    with torch.no_grad():
+        model(ids[:, :4])
+        with pytest.raises(ValueError, match=r"holds positions \(4\) takes one new token at a time, not 5"):
+            model.hidden_states(ids[:, 4:9], start=4)
+    assert caches[0].length == 4  # the refused tokens were not stored
+
+
+def test_generate_takes_its_caches_out_of_the_model_even_when_it_raises():
+    """Training after generating must run without a cache: a forgotten one would grow with every batch."""
+    model = spread(make())
+    generate(model, tokens(batch=1, length=5), 20, use_cache=True)
+    assert all(block.attn.cache is None for block in model.blocks)
+
+    def stop(new: torch.Tensor) -> bool:
+        assert all(isinstance(block.attn.cache, KVCache) for block in model.blocks)  # attached while it runs
+        if new.size(1) == 3:
+            raise RuntimeError("the caller's stop test failed")
+        return False
+
+    with pytest.raises(RuntimeError, match="stop test failed"):
+        generate(model, tokens(batch=1, length=5), 20, stop=stop, use_cache=True)
+    assert all(block.attn.cache is None for block in model.blocks)
+    model(tokens())  # a full batch, as training feeds it, goes through with no cache to refuse it
 
 
 @pytest.mark.parametrize("prompt_length", [5, 20], ids=["fills-then-slides", "longer-than-context"])
@@ -301,20 +336,23 @@ def test_greedy_with_cache_equals_greedy_without(fast, prompt_length):
     model = spread(make(fast_attention=fast))
     prompt = tokens(batch=2, length=prompt_length)
     expected = greedy_reference(model, prompt, 64)
-    assert torch.equal(model.generate(prompt, 64, temperature=0, use_cache=True), expected)
-    assert torch.equal(model.generate(prompt, 64, temperature=0, use_cache=False), expected)
+    assert torch.equal(generate(model, prompt, 64, temperature=0, use_cache=True), expected)
+    assert torch.equal(generate(model, prompt, 64, temperature=0, use_cache=False), expected)
 
 
 def test_cache_feeds_the_prompt_then_one_token_until_the_context_is_full():
     model = spread(make())
-    fed = []  # tokens per forward pass
+    fed, scored = [], []  # tokens per forward pass; the input shape of each use of the output head
     model.wte.register_forward_hook(lambda module, inputs, output: fed.append(inputs[0].size(1)))
-    model.generate(tokens(batch=1, length=5), 20, use_cache=True)
+    model.lm_head.register_forward_hook(lambda module, inputs, output: scored.append(tuple(inputs[0].shape)))
+    generate(model, tokens(batch=1, length=5), 20, use_cache=True)
     # 5 prompt tokens, then 1 per step until 16 are cached; then the window slides and positions shift
     assert fed == [5] + [1] * 11 + [16] * 8
     fed.clear()
-    model.generate(tokens(batch=1, length=5), 20, use_cache=False)
+    generate(model, tokens(batch=1, length=5), 20, use_cache=False)
     assert fed == list(range(5, 17)) + [16] * 8
+    # Either way the head scores the last position alone, once per step: (B, C), never (B, T, C).
+    assert scored == [(1, SMALL.n_embd)] * 40
 
 
 # ---- sampling -------------------------------------------------------------------------------------------
@@ -358,8 +396,8 @@ def test_top_k_1_and_temperature_0_are_greedy():
     model = spread(make())
     prompt = tokens(batch=2, length=3)
     expected = greedy_reference(model, prompt, 20)
-    assert torch.equal(model.generate(prompt, 20, temperature=0.7, top_k=1), expected)
-    assert torch.equal(model.generate(prompt, 20, temperature=0), expected)
+    assert torch.equal(generate(model, prompt, 20, temperature=0.7, top_k=1), expected)
+    assert torch.equal(generate(model, prompt, 20, temperature=0), expected)
 
 
 def test_generate_samples_only_from_the_top_k():
@@ -367,7 +405,7 @@ def test_generate_samples_only_from_the_top_k():
     prompt = tokens(batch=64, length=4)
     with torch.no_grad():
         allowed = model(prompt)[0][:, -1].topk(3).indices  # (64, 3)
-    out = model.generate(prompt, 1, temperature=2.0, top_k=3, generator=torch.Generator().manual_seed(0))
+    out = generate(model, prompt, 1, temperature=2.0, top_k=3, generator=torch.Generator().manual_seed(0))
     assert out.shape == (64, 5) and torch.equal(out[:, :4], prompt)
     assert (out[:, -1:] == allowed).any(dim=1).all()
 
@@ -377,7 +415,7 @@ def test_a_seeded_generator_repeats_a_sample():
     prompt = tokens(batch=4, length=3)
 
     def sample(seed):
-        return model.generate(prompt, 20, top_p=0.9, generator=torch.Generator().manual_seed(seed))
+        return generate(model, prompt, 20, top_p=0.9, generator=torch.Generator().manual_seed(seed))
 
     assert torch.equal(sample(1), sample(1))
     assert not torch.equal(sample(1), sample(2))
@@ -389,13 +427,13 @@ def test_generation_stops_when_every_row_has_emitted_eos():
     free = greedy_reference(model, prompt, 30)[:, 4:]  # (3, 30) without stopping
     eos = free[0, 2].item()  # row 0 emits it at its third token; the others later or never
     firsts = [row.tolist().index(eos) if eos in row else 30 for row in free]
-    out = model.generate(prompt, 30, temperature=0, eos_id=eos)[:, 4:]
+    out = generate(model, prompt, 30, temperature=0, eos_id=eos)[:, 4:]
     assert out.size(1) == min(max(firsts) + 1, 30)  # ends with the step the last row finished
     for row, generated, first in zip(free, out, firsts, strict=True):
         n = min(first + 1, out.size(1))
         assert torch.equal(generated[:n], row[:n])  # as without eos_id, up to the row's eos
         assert (generated[n:] == eos).all()  # a finished row keeps emitting eos
-    one_row = model.generate(prompt[:1], 30, temperature=0, eos_id=eos)
+    one_row = generate(model, prompt[:1], 30, temperature=0, eos_id=eos)
     assert one_row.size(1) == 4 + 3 and one_row[0, -1] == eos
 
 
@@ -407,7 +445,7 @@ def test_generation_stops_when_stop_says_so():
         seen.append(tuple(new.shape))
         return new.size(1) == 5
 
-    out = model.generate(tokens(batch=2, length=4), 30, stop=stop)
+    out = generate(model, tokens(batch=2, length=4), 30, stop=stop)
     assert out.shape == (2, 4 + 5)
     assert seen == [(2, n) for n in range(1, 6)]  # only the generated tokens, never the prompt
 
@@ -415,12 +453,12 @@ def test_generation_stops_when_stop_says_so():
 def test_generate_refuses_an_empty_prompt_and_settings_that_leave_no_token():
     model = make()
     with pytest.raises(ValueError, match="prompt is empty"):
-        model.generate(tokens(length=0), 5)
+        generate(model, tokens(length=0), 5)
     with pytest.raises(ValueError, match="temperature must be >= 0"):
-        model.generate(tokens(length=3), 5, temperature=-1.0)
+        generate(model, tokens(length=3), 5, temperature=-1.0)
     for filters in (dict(top_k=0), dict(top_p=0.0)):
         with pytest.raises(ValueError, match="top_k must be >= 1 and top_p > 0"):
-            model.generate(tokens(length=3), 5, **filters)
+            generate(model, tokens(length=3), 5, **filters)
 
 
 # ---- our own checkpoints ----------------------------------------------------------------------------------
