@@ -8,8 +8,10 @@
 Config -> data -> model -> optimizer -> loop -> checkpoint, as in chapter 1. What is new is data parallelism
 (DDP): torchrun starts one process per GPU, each holding a full copy of the model. Every step, each process
 runs its share of the batch forward and backward, DDP averages the gradients across processes, and every
-copy takes the same optimizer step, so the copies stay identical. One process or eight, the run is the same
-run: the same global batch, the same losses, the same weights.
+copy takes the same optimizer step, so the copies stay identical. One process or eight, the processes read
+the same global batch; with dropout off (--DROPOUT=0) they compute the same losses and weights as one process
+would, while with dropout on each process draws its own masks, and the run is another draw of the same
+training.
 """
 
 import contextlib

@@ -1,11 +1,13 @@
 """The exercises' worked solutions at a tiny size: each runs end to end and, where a few seconds can show it,
 shows what a learner should see.
 
-Two effects appear at any size and are checked: post-LN's gradient vanishing towards the bottom layers
-within a few dozen steps (exercise 1), and the residual stream's variance growing with depth without the
-scaled initialisation (exercise 2). The rest are checked for what the code guarantees: the cached and
-uncached greedy outputs agree, top-k always keeps k tokens, byte-level tokenizers never lose a character.
+One effect appears at any size and is checked: the residual stream's variance growing with depth without
+the scaled initialisation (exercise 2). The rest are checked for what the code guarantees: exercise 1 fills
+every cell of its table from runs that differ only in what they vary, the cached and uncached greedy outputs
+agree, top-k always keeps k tokens, byte-level tokenizers never lose a character.
 """
+
+import math
 
 import pytest
 
@@ -32,22 +34,20 @@ def test_ex1_post_ln_is_the_same_model_with_the_layernorms_moved():
     assert all(isinstance(block, ex1_pre_vs_post_ln.PostLNBlock) for block in post.blocks)
 
 
-def test_ex1_post_ln_gradients_vanish_towards_the_bottom_and_pre_ln_ones_do_not(tiny, tmp_path):
-    results = ex1_pre_vs_post_ln.main([
-        *tiny, "--N_LAYER=24", "--N_EMBD=32", "--BATCH_SIZE=4", "--GRAD_ACCUM_STEPS=1", "--MAX_ITERS=30",
-        "--EVAL_INTERVAL=10", f"--OUT_DIR={tmp_path}",
-    ])
-    post, pre = results["post_ln"]["bottom_over_top"], results["pre_ln"]["bottom_over_top"]
-    assert list(post) == list(pre) == [0, 10, 20, 30]
-    # At initialisation the gradient reaches the bottom layers about as well as the top ones in both ...
-    assert 0.5 < post[0] < 2 and 0.5 < pre[0] < 2
-    # ... and 30 steps later post-LN's bottom layers get a few percent of its top layers' (about 0.04 at this
-    # size; 1e-6 at the exercise's), pre-LN's about as much as ever.
-    assert post[30] < 0.2
-    assert pre[30] > 0.5
-    assert all(len(norms) == 24 for r in (results["post_ln"], results["pre_ln"])
-               for norms in r["gradients"].values())
-    assert len(results["pre_ln"]["losses"]) == 30
+def test_ex1_fills_the_table_from_runs_that_differ_only_in_what_they_vary(tiny, tmp_path):
+    results = ex1_pre_vs_post_ln.main([*tiny, "--MAX_ITERS=8", f"--OUT_DIR={tmp_path}"], depths=(1, 3))
+    assert results["depths"] == [1, 3] and results["warmups"] == {"no warmup": 0, "warmup 5": 5}
+    assert math.isfinite(results["unigram_loss"]) and results["unigram_loss"] > 0
+    for name in ex1_pre_vs_post_ln.VARIANTS:
+        for depth in (1, 3):
+            runs = [results["results"][name][warmup][depth] for warmup in results["warmups"]]
+            for run in runs:
+                assert len(run["losses"]) == 8 and all(math.isfinite(loss) for loss in run["losses"])
+                assert math.isfinite(run["val_loss"])
+            # One seed and the same batches: the loss before the first update is the same with and without
+            # the warmup, and the schedule alone makes the runs part after it.
+            assert runs[0]["losses"][0] == runs[1]["losses"][0]
+            assert runs[0]["losses"][1] != runs[1]["losses"][1]
     assert (tmp_path / "pre_vs_post_ln.png").read_bytes()[:8] == PNG
 
 
@@ -66,14 +66,18 @@ def test_ex2_variance_grows_with_depth_unless_the_projections_are_scaled(tiny, t
 
 def test_ex3_the_cache_gives_the_same_tokens_faster(tiny, tmp_path):
     # The exercise stops with an error if the cached and uncached greedy outputs differ at any length.
-    results = ex3_kv_cache_speed.main([*tiny, "--BLOCK_SIZE=256", f"--OUT_DIR={tmp_path}"])
+    # 4 layers, not the tiny 2, so that the blocks' work, which the cache saves, is not dwarfed by what it
+    # cannot save: each step's fixed cost, and the 50,257-token head, which scores one position either way.
+    results = ex3_kv_cache_speed.main([*tiny, "--BLOCK_SIZE=256", "--N_LAYER=4", "--N_EMBD=64",
+                                       f"--OUT_DIR={tmp_path}"])
     assert results["lengths"] == [32, 64, 128, 256]
-    # At 256 tokens the uncached model runs 128 positions per new token on average through the 50,257-token
-    # head, the cached one 1. How much faster that is depends on the machine: a CPU with faster matrix
-    # products and the same per-step overhead gains less. On one thread of a two-core Intel Xeon we measured
-    # 3.6x to 8.6x at 128 tokens, and 12x to 15x at 256. Timing on a shared machine is noisy too, so only a
-    # clear margin is asserted, at the longest length alone, where the runs are longest and the gap widest.
-    assert results["speedup"][-1] > 2
+    # At 256 tokens the uncached model runs 128 positions per new token on average through the blocks, the
+    # cached one 1. How much faster that is depends on the machine: a CPU with faster matrix products and the
+    # same per-step overhead gains less. On one thread of a two-core Intel Xeon shared with other work we
+    # measured 1.0x to 1.1x at 32 tokens and 2.1x at 256. Timing on a shared machine is noisy, so only a
+    # margin is asserted, at the longest length alone, where the runs are longest and the gap widest: a cache
+    # that saved nothing would give 1x.
+    assert results["speedup"][-1] > 1.3
     assert (tmp_path / "kv_cache_speed.png").read_bytes()[:8] == PNG
 
 
