@@ -26,3 +26,15 @@ def test_bench_races_two_equal_models(capsys, fast):
     first = results["first_batch_loss"]
     assert first["ours"] == pytest.approx(first["theirs"], abs=1e-5) and first["ours"] > 1.0  # log 128 = 4.85
     assert results["generation"]["same_tokens"]
+
+
+def test_training_bench_races_train_py_step_against_the_lean_reference(capsys):
+    from phase1_foundation.project2_gpt2 import bench_training
+
+    result = bench_training.main(["--N_LAYER=1", "--N_EMBD=32", "--N_HEAD=2", "--BLOCK_SIZE=16"], rounds=1,
+                                 steps=2)
+    out = capsys.readouterr().out
+    for side in ("ours", "theirs"):
+        assert result[side]["tokens_per_second"] > 0
+    assert result["ratio"] > 0 and "lean GPT, nanoGPT's step" in out and "(target >= 1.2x" in out
+    assert "1 layers, 2 heads, 32 wide, block 16, batch 12, vocabulary 65" in out

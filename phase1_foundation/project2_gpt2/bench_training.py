@@ -1,0 +1,173 @@
+"""Chapter 2's training step against a lean from-scratch GPT trained the way nanoGPT trains, at nanoGPT's CPU
+configuration, in one process.
+
+    uv run python phase1_foundation/project2_gpt2/bench_training.py
+    uv run python phase1_foundation/project2_gpt2/bench_training.py --N_LAYER=6 --BLOCK_SIZE=128
+
+Why: bench.py races the same model against transformers' GPT2LMHeadModel, a library built for every use. The
+question a learner asks of a from-scratch course is sharper: is this training loop as fast as the smallest
+well-known one? nanoGPT's README trains a character-level GPT on a CPU with 4 layers, 4 heads, 128 wide, a
+context of 64, batches of 12, dropout 0, learning rate 1e-3, betas (0.9, 0.99), weight decay 0.1 on matrices,
+clipping at 1.0, in fp32. Those are the defaults here.
+
+The reference side is written here from that description: nanoGPT's model choices at its defaults (no biases
+in Linear and LayerNorm, exact GELU, F.scaled_dot_product_attention, tied head), its optimizer as a CPU gets
+it (torch.optim.AdamW without foreach or fused: the one-tensor-at-a-time update), and its batches (the token
+file opened as a memmap on every call, windows sliced and stacked). Ours is train.py's own step
+(optimizer_step: common/tokens.py's Batches, the model of model.py, clipping, common/optim.py's AdamW).
+
+The two models differ by design, and the differences cost ours: GPT-2 has biases (a few more parameters, a
+bias gradient per layer) and GELU's tanh form, which the released weights expect. Both sides read the same
+random tokens (the speed of a step does not depend on what they say) and take turns, one round each, after a
+warm-up round; the median round counts.
+"""
+
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from common.config import load_config
+from common.device import describe, grad_scaler, seed_everything
+from common.metrics import matmul_flops
+from common.optim import adamw, set_lr, warmup_cosine
+from common.tokens import Batches
+from phase1_foundation.project2_gpt2 import config
+from phase1_foundation.project2_gpt2.bench import race, report
+from phase1_foundation.project2_gpt2.model import GPT, GPTConfig
+from phase1_foundation.project2_gpt2.train import optimizer_step
+
+# PAPER: none; nanoGPT's README, "I only have a macbook" (its CPU command line), and its train.py defaults.
+NANOGPT_CPU = ["--DEVICE=cpu", "--N_LAYER=4", "--N_HEAD=4", "--N_EMBD=128", "--BLOCK_SIZE=64",
+               "--BATCH_SIZE=12", "--GRAD_ACCUM_STEPS=1", "--DROPOUT=0.0", "--LEARNING_RATE=1e-3",
+               "--BETAS=0.9,0.99", "--WARMUP_ITERS=100", "--MAX_ITERS=2000",
+               "--VOCAB_SIZE=65"]  # the 65 characters of TinyShakespeare
+ROUNDS = 7  # timed rounds per side, after one warm-up round
+STEPS = 20  # optimizer steps per round and side
+TOKENS = 300_000  # length of the random token file both sides read
+
+
+class LeanGPT(nn.Module):
+    """The reference: a GPT as nanoGPT builds it at its defaults, in as few lines as it takes."""
+
+    def __init__(self, vocab_size: int, block_size: int, n_layer: int, n_head: int, n_embd: int):
+        super().__init__()
+        self.n_head = n_head
+        self.wte = nn.Embedding(vocab_size, n_embd)
+        self.wpe = nn.Embedding(block_size, n_embd)
+        self.layers = nn.ModuleList(nn.ModuleDict({
+            "ln_1": nn.LayerNorm(n_embd, bias=False), "qkv": nn.Linear(n_embd, 3 * n_embd, bias=False),
+            "attn_out": nn.Linear(n_embd, n_embd, bias=False), "ln_2": nn.LayerNorm(n_embd, bias=False),
+            "fc": nn.Linear(n_embd, 4 * n_embd, bias=False),
+            "fc_out": nn.Linear(4 * n_embd, n_embd, bias=False),
+        }) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(n_embd, bias=False)
+        self.head = nn.Linear(n_embd, vocab_size, bias=False)
+        self.head.weight = self.wte.weight
+        for name, p in self.named_parameters():
+            if p.dim() == 2:
+                std = 0.02 / (2 * n_layer) ** 0.5 if name.endswith("_out.weight") else 0.02
+                nn.init.normal_(p, mean=0.0, std=std)
+
+    def forward(self, idx: Tensor, targets: Tensor) -> Tensor:
+        B, T = idx.shape
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))  # (B, T, C)
+        C, nh = x.size(-1), self.n_head
+        for layer in self.layers:
+            q, k, v = layer["qkv"](layer["ln_1"](x)).split(C, dim=2)  # 3 x (B, T, C)
+            q, k, v = (t.view(B, T, nh, C // nh).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
+            x = x + layer["attn_out"](y)
+            x = x + layer["fc_out"](F.gelu(layer["fc"](layer["ln_2"](x))))  # exact GELU
+        logits = self.head(self.ln_f(x))  # (B, T, V)
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def reference_round(path: Path, cfg: SimpleNamespace, device: torch.device, steps: int):
+    """The reference's training steps, as nanoGPT's loop takes them on a CPU."""
+    model = LeanGPT(cfg.VOCAB_SIZE, cfg.BLOCK_SIZE, cfg.N_LAYER, cfg.N_HEAD, cfg.N_EMBD).to(device)
+    matrices = [p for p in model.parameters() if p.dim() >= 2]
+    others = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": matrices, "weight_decay": cfg.WEIGHT_DECAY},
+                                   {"params": others, "weight_decay": 0.0}], lr=cfg.LEARNING_RATE,
+                                  betas=cfg.BETAS)  # neither foreach nor fused: what a CPU gets by default
+    generator = torch.Generator().manual_seed(cfg.SEED)
+    step = 0
+
+    def batch() -> tuple[Tensor, Tensor]:
+        data = np.memmap(path, dtype=np.uint16, mode="r")  # reopened every call, as nanoGPT does
+        starts = torch.randint(len(data) - cfg.BLOCK_SIZE, (cfg.BATCH_SIZE,), generator=generator)
+        T = cfg.BLOCK_SIZE
+        x = torch.stack([torch.from_numpy(data[s : s + T].astype(np.int64)) for s in starts])  # (B, T)
+        y = torch.stack([torch.from_numpy(data[s + 1 : s + 1 + T].astype(np.int64)) for s in starts])
+        return x.to(device), y.to(device)
+
+    def run() -> None:
+        nonlocal step
+        for _ in range(steps):
+            lr = warmup_cosine(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
+                               total_steps=cfg.MAX_ITERS, floor=cfg.MIN_LR_RATIO)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            x, y = batch()
+            loss = model(x, y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            loss.item()  # nanoGPT logs every step at its CPU settings
+            step += 1
+
+    return run
+
+
+def our_round(path: Path, cfg: SimpleNamespace, device: torch.device, steps: int):
+    """Ours: train.py's optimizer_step, with its data path, model, AdamW and clipping."""
+    model = GPT(GPTConfig(vocab_size=cfg.VOCAB_SIZE, block_size=cfg.BLOCK_SIZE, n_layer=cfg.N_LAYER,
+                          n_head=cfg.N_HEAD, n_embd=cfg.N_EMBD, dropout=cfg.DROPOUT)).to(device)
+    optimizer = adamw(model, cfg.LEARNING_RATE, cfg.WEIGHT_DECAY, cfg.BETAS, device)
+    scaler = grad_scaler(device)
+    batches = Batches(np.memmap(path, dtype=np.uint16, mode="r"), cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device,
+                      seed=cfg.SEED)
+    step = 0
+
+    def run() -> None:
+        nonlocal step
+        for _ in range(steps):
+            set_lr(optimizer, warmup_cosine(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
+                                            total_steps=cfg.MAX_ITERS, floor=cfg.MIN_LR_RATIO))
+            optimizer_step(model, model, batches, optimizer, scaler, cfg, world_size=1)
+            step += 1
+
+    return run, model
+
+
+def main(argv: list[str] | None = None, rounds: int = ROUNDS, steps: int = STEPS) -> dict:
+    """Print and return the race: tokens/s of each side and the ratio ours / reference."""
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = load_config(config, ["--PRESET=cpu", *NANOGPT_CPU, *argv])
+    device = torch.device(cfg.DEVICE)
+    seed_everything(cfg.SEED)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "tokens.bin"
+        np.random.default_rng(cfg.SEED).integers(cfg.VOCAB_SIZE, size=TOKENS, dtype=np.uint16).tofile(path)
+        ours, model = our_round(path, cfg, device, steps)
+        sides = {"ours": ours, "theirs": reference_round(path, cfg, device, steps)}
+        print(f"device: {describe(device)}; torch {torch.__version__}; "
+              f"this device's matmuls: {matmul_flops(device) / 1e9:,.0f} GFLOP/s")
+        print(f"shape: {cfg.N_LAYER} layers, {cfg.N_HEAD} heads, {cfg.N_EMBD} wide, block {cfg.BLOCK_SIZE}, "
+              f"batch {cfg.BATCH_SIZE}, vocabulary {cfg.VOCAB_SIZE}; "
+              f"ours {model.num_parameters():,} parameters")
+        seconds = race(sides, rounds, device)
+    tokens = steps * cfg.BATCH_SIZE * cfg.BLOCK_SIZE
+    return report(f"training: {steps} steps a round of {cfg.BATCH_SIZE} x {cfg.BLOCK_SIZE} tokens", seconds,
+                  tokens, target=1.2, labels=("ours (train.py's step)", "lean GPT, nanoGPT's step"))
+
+
+if __name__ == "__main__":
+    main()
