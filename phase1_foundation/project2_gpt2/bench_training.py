@@ -19,7 +19,8 @@ file opened as a memmap on every call, windows sliced and stacked). Ours is trai
 The two models differ by design, and the differences cost ours: GPT-2 has biases (a few more parameters, a
 bias gradient per layer) and GELU's tanh form, which the released weights expect. Both sides read the same
 random tokens (the speed of a step does not depend on what they say) and take turns, one round each, after a
-warm-up round; the median round counts.
+warm-up round; the median round counts. One more round of each under torch.profiler then splits a step into
+kinds of work, to show where the two differ.
 """
 
 import sys
@@ -164,9 +165,41 @@ def main(argv: list[str] | None = None, rounds: int = ROUNDS, steps: int = STEPS
               f"batch {cfg.BATCH_SIZE}, vocabulary {cfg.VOCAB_SIZE}; "
               f"ours {model.num_parameters():,} parameters")
         seconds = race(sides, rounds, device)
-    tokens = steps * cfg.BATCH_SIZE * cfg.BLOCK_SIZE
-    return report(f"training: {steps} steps a round of {cfg.BATCH_SIZE} x {cfg.BLOCK_SIZE} tokens", seconds,
-                  tokens, target=1.2, labels=("ours (train.py's step)", "lean GPT, nanoGPT's step"))
+        tokens = steps * cfg.BATCH_SIZE * cfg.BLOCK_SIZE
+        labels = ("ours (train.py's step)", "lean GPT, nanoGPT's step")
+        result = report(f"training: {steps} steps a round of {cfg.BATCH_SIZE} x {cfg.BLOCK_SIZE} tokens",
+                        seconds, tokens, target=1.2, labels=labels)
+        result["profile"] = {name: profile(run, steps) for name, run in sides.items()}
+    print(f"\nwhere a step's time goes, ms (torch.profiler over one more round of {steps} steps a side):")
+    print(f"  {'':<40}{'ours':>8}{'lean':>8}")
+    for kind in result["profile"]["ours"]:
+        print(f"  {kind:<40}{result['profile']['ours'][kind]:>8.2f}{result['profile']['theirs'][kind]:>8.2f}")
+    return result
+
+
+# The kinds of work a step is split into: the profiler's own op names (self time, summed per step).
+KINDS = {
+    "matrix products, forward and backward": ("aten::mm", "aten::addmm", "aten::bmm"),
+    "GELU, forward and backward": ("aten::gelu", "aten::gelu_backward"),
+    "attention (fused kernel), fwd and bwd": ("aten::_scaled_dot_product",),
+    "copies (aten::copy_)": ("aten::copy_",),
+    "sums (bias gradients, norms)": ("aten::sum",),
+}
+OPTIMIZER = "Optimizer.step#AdamW.step"  # the profiler's label for one optimizer.step(), children included
+
+
+def profile(run, steps: int) -> dict[str, float]:
+    """Milliseconds per step of each kind of work in one round of `run`, the optimizer step, and the whole
+    step, as torch.profiler measures them (its own overhead makes the whole step a little slower)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        run()
+    events = prof.key_averages()
+    per_step = {kind: sum(e.self_cpu_time_total for e in events if e.key.startswith(names)) / steps / 1e3
+                for kind, names in KINDS.items()}
+    optimizer = sum(e.cpu_time_total for e in events if e.key == OPTIMIZER)
+    per_step["AdamW (optimizer.step)"] = optimizer / steps / 1e3
+    per_step["whole step"] = sum(e.self_cpu_time_total for e in events) / steps / 1e3
+    return per_step
 
 
 if __name__ == "__main__":

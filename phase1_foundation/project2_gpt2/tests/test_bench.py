@@ -38,3 +38,7 @@ def test_training_bench_races_train_py_step_against_the_lean_reference(capsys):
         assert result[side]["tokens_per_second"] > 0
     assert result["ratio"] > 0 and "lean GPT, nanoGPT's step" in out and "(target >= 1.2x" in out
     assert "1 layers, 2 heads, 32 wide, block 16, batch 12, vocabulary 65" in out
+    for side in ("ours", "theirs"):  # the profile found the work it names, and the optimizer's step
+        kinds = result["profile"][side]
+        assert kinds["matrix products, forward and backward"] > 0 and kinds["AdamW (optimizer.step)"] > 0
+        assert kinds["whole step"] > kinds["matrix products, forward and backward"]
