@@ -128,13 +128,15 @@ def reference_round(path: Path, cfg: SimpleNamespace, device: torch.device, step
 
 
 def our_round(path: Path, cfg: SimpleNamespace, device: torch.device, steps: int):
-    """Ours: train.py's optimizer_step, with its data path, model, AdamW and clipping."""
+    """Ours: train.py's optimizer_step, with its data path, model, AdamW and clipping (compiled with
+    --COMPILE=true; the warm-up round then includes the compiling)."""
     model = GPT(GPTConfig(vocab_size=cfg.VOCAB_SIZE, block_size=cfg.BLOCK_SIZE, n_layer=cfg.N_LAYER,
                           n_head=cfg.N_HEAD, n_embd=cfg.N_EMBD, dropout=cfg.DROPOUT)).to(device)
     optimizer = adamw(model, cfg.LEARNING_RATE, cfg.WEIGHT_DECAY, cfg.BETAS, device)
     scaler = grad_scaler(device)
     batches = Batches(np.memmap(path, dtype=np.uint16, mode="r"), cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device,
                       seed=cfg.SEED)
+    stepper = torch.compile(model) if cfg.COMPILE else model  # --COMPILE=true: as train.py compiles it
     step = 0
 
     def run() -> None:
@@ -142,7 +144,7 @@ def our_round(path: Path, cfg: SimpleNamespace, device: torch.device, steps: int
         for _ in range(steps):
             set_lr(optimizer, warmup_cosine(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
                                             total_steps=cfg.MAX_ITERS, floor=cfg.MIN_LR_RATIO))
-            optimizer_step(model, model, batches, optimizer, scaler, cfg, world_size=1)
+            optimizer_step(stepper, model, batches, optimizer, scaler, cfg, world_size=1)
             step += 1
 
     return run, model
