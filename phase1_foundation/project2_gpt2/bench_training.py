@@ -14,7 +14,8 @@ The reference side is written here from that description: nanoGPT's model choice
 in Linear and LayerNorm, exact GELU, F.scaled_dot_product_attention, tied head), its optimizer as a CPU gets
 it (torch.optim.AdamW without foreach or fused: the one-tensor-at-a-time update), and its batches (the token
 file opened as a memmap on every call, windows sliced and stacked). Ours is train.py's own step
-(optimizer_step: common/tokens.py's Batches, the model of model.py, clipping, common/optim.py's AdamW).
+(parallel.optimizer_step, which train.py calls: common/tokens.py's Batches, the model of model.py, clipping,
+common/optim.py's AdamW).
 
 The two models differ by design, and the differences cost ours: GPT-2 has biases (a few more parameters, a
 bias gradient per layer) and GELU's tanh form, which the released weights expect. Both sides read the same
@@ -41,7 +42,7 @@ from common.tokens import Batches
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.bench import race, report
 from phase1_foundation.project2_gpt2.model import GPT, GPTConfig
-from phase1_foundation.project2_gpt2.train import optimizer_step
+from phase1_foundation.project2_gpt2.parallel import optimizer_step
 
 # PAPER: none; nanoGPT's README, "I only have a macbook" (its CPU command line), and its train.py defaults.
 NANOGPT_CPU = ["--DEVICE=cpu", "--N_LAYER=4", "--N_HEAD=4", "--N_EMBD=128", "--BLOCK_SIZE=64",

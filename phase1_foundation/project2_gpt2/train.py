@@ -8,16 +8,15 @@
 Config -> data -> model -> optimizer -> loop -> checkpoint, as in chapter 1. What is new is data parallelism
 (DDP): torchrun starts one process per GPU, each holding a full copy of the model. Every step, each process
 runs its share of the batch forward and backward, DDP averages the gradients across processes, and every
-copy takes the same optimizer step, so the copies stay identical. One process or eight, the processes read
+copy takes the same optimizer step, so the copies stay identical (parallel.py holds what the processes must
+agree on). One process or eight, the processes read
 the same global batch; with dropout off (--DROPOUT=0) they compute the same losses and weights as one process
 would, while with dropout on each process draws its own masks, and the run is another draw of the same
 training.
 """
 
-import contextlib
 import math
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,6 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
 
 from common import checkpoint as ckpt
 from common.baselines import bigram_cross_entropy, unigram_cross_entropy
@@ -46,7 +44,7 @@ from common.metrics import (
 from common.optim import adamw, set_lr, warmup_cosine
 from common.progress import progress
 from common.tokens import Batches, load_tokens, read_meta
-from phase1_foundation.project2_gpt2 import config
+from phase1_foundation.project2_gpt2 import config, parallel
 from phase1_foundation.project2_gpt2.download_data import prepare
 from phase1_foundation.project2_gpt2.generate import generate
 from phase1_foundation.project2_gpt2.model import GPT, KIND, PREFIX, GPTConfig
@@ -56,29 +54,7 @@ SHAPE_KEYS = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")  # what
 SCRIPT = "phase1_foundation/project2_gpt2/train.py"
 
 
-# --- data parallelism ---------------------------------------------------------------------------------------
-
-def start_processes(cfg: SimpleNamespace) -> tuple[int, int, torch.device]:
-    """(rank, world_size, device) of this process. Under torchrun (which sets RANK, WORLD_SIZE, LOCAL_RANK),
-    join the process group: NCCL between GPUs, gloo between CPU processes."""
-    if "RANK" not in os.environ:
-        return 0, 1, torch.device(cfg.DEVICE)
-    device = torch.device(cfg.DEVICE)
-    if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))  # one GPU per process on each machine
-        torch.cuda.set_device(device)
-    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-    return dist.get_rank(), dist.get_world_size(), device
-
-
-def mean_over_processes(value: torch.Tensor, world_size: int) -> float:
-    """The average of a scalar over all processes: each computed its loss on its own share of the batch."""
-    if world_size > 1:
-        value = value.clone()
-        dist.all_reduce(value)  # sum
-        value /= world_size
-    return value.item()
-
+# --- data: prepared once, by rank 0 ------------------------------------------------------------------------
 
 def prepare_once(cfg: SimpleNamespace, rank: int, world_size: int) -> Path:
     """The prepared-data folder: rank 0 builds it if needed while the other processes wait, then find it."""
@@ -87,40 +63,6 @@ def prepare_once(cfg: SimpleNamespace, rank: int, world_size: int) -> Path:
     if world_size > 1:
         dist.barrier()
     return prepare(cfg) if rank else data_dir
-
-
-def optimizer_step(stepper: torch.nn.Module, model: GPT, batches: Batches, optimizer: torch.optim.Optimizer,
-                   scaler: torch.amp.GradScaler, cfg: SimpleNamespace, world_size: int) -> float:
-    """One optimizer step over GRAD_ACCUM_STEPS micro-batches; the mean loss over them and all processes.
-
-    `stepper` is the model as it is run: compiled, wrapped in DistributedDataParallel, or the model itself.
-    """
-    loss_sum = torch.zeros((), device=batches.device)
-    for micro in range(cfg.GRAD_ACCUM_STEPS):
-        last = micro == cfg.GRAD_ACCUM_STEPS - 1
-        # DDP averages the gradients across processes during backward(), a round of communication; the
-        # micro-steps before the last only add to the local gradients, so they skip it (no_sync).
-        with stepper.no_sync() if world_size > 1 and not last else contextlib.nullcontext():
-            x, y = batches.next()  # (B / world_size, T) each
-            with autocast(batches.device):
-                _, loss = stepper(x, y)
-            scaler.scale(loss / cfg.GRAD_ACCUM_STEPS).backward()
-        loss_sum += loss.detach()
-    scaler.unscale_(optimizer)  # so that clipping sees the true gradients (fp16 scales them)
-    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
-    scaler.step(optimizer)
-    scaler.update()
-    optimizer.zero_grad(set_to_none=True)
-    return mean_over_processes(loss_sum, world_size) / cfg.GRAD_ACCUM_STEPS
-
-
-def every_rng_state(world_size: int) -> list[dict] | None:
-    """Every process's random generators, in rank order (each draws its own dropout masks); None alone."""
-    if world_size == 1:
-        return None
-    states = [None] * world_size
-    dist.all_gather_object(states, ckpt.rng_state())
-    return states
 
 
 # --- measuring ----------------------------------------------------------------------------------------------
@@ -143,11 +85,11 @@ def main(argv: list[str] | None = None) -> dict | None:
     if int(os.environ.get("RANK", "0")) > 0:
         sys.stdout = open(os.devnull, "w")  # under torchrun only rank 0 speaks; the others would repeat it
     cfg = load_config(config, argv)
-    rank, world_size, device = start_processes(cfg)
+    rank, world_size, device = parallel.start_processes(cfg)
     try:
         return train(cfg, rank, world_size, device)
     except RuntimeError as error:
-        lost = lost_a_process(error) if world_size > 1 else None
+        lost = parallel.lost_a_process(error) if world_size > 1 else None
         if lost is None:
             raise
         newest = ckpt.newest_checkpoint(Path(cfg.OUT_DIR), PREFIX)
@@ -157,15 +99,6 @@ def main(argv: list[str] | None = None) -> dict | None:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
-
-
-def lost_a_process(error: RuntimeError) -> str | None:
-    """What a collective's error says when another process of the run has stopped (was killed, crashed, lost
-    its machine), in a few words; None for any other error. Gloo reports the closed connection at once."""
-    if not isinstance(error, dist.DistError) and not re.search(r"gloo|NCCL|[Cc]onnection", str(error)):
-        return None
-    first = str(error).strip().splitlines()[0]
-    return re.sub(r"^\[[^\]]*\]\s*", "", first).split(". ")[0]  # without the source file and the advice
 
 
 def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device) -> dict | None:
@@ -205,13 +138,7 @@ def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device
     log = MetricsLog(run.out_dir / "metrics.jsonl", resume_step=step if cfg.RESUME else None) if rank == 0 \
         else None
 
-    stepper = model
-    if world_size > 1:
-        stepper = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
-    if cfg.COMPILE:
-        # Compile after wrapping: the compiler then sees DDP's gradient buckets and splits its graph at them,
-        # so the averaging of one bucket overlaps the backward pass of the next (PyTorch's DDP notes).
-        stepper = torch.compile(stepper)  # the same module, its forward compiled
+    stepper = parallel.wrap(model, cfg.COMPILE, world_size, device)  # the model as each step runs it
 
     # --- the loop: warmup + cosine LR, accumulation, clipping, periodic validation and checkpoints ----------
     start, last_path, val_loss = time.perf_counter(), None, float("nan")
@@ -222,16 +149,16 @@ def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device
                                total_steps=cfg.MAX_ITERS, floor=cfg.MIN_LR_RATIO)
             set_lr(optimizer, lr)
             step_start = time.perf_counter()
-            train_loss = optimizer_step(stepper, model, batches, optimizer, scaler, cfg, world_size)
+            train_loss = parallel.optimizer_step(stepper, model, batches, optimizer, scaler, cfg, world_size)
             step += 1
 
             check_finite(train_loss, step, last_path)
             tokens_per_second = tokens_per_step / (time.perf_counter() - step_start)
             record = dict(step=step, train_loss=train_loss, lr=lr, tokens_per_second=tokens_per_second)
             evaluating = step % cfg.EVAL_INTERVAL == 0 or step == cfg.MAX_ITERS
-            stopping = interrupt_requested(interrupt, world_size, device) and step < cfg.MAX_ITERS
+            stopping = parallel.interrupt_requested(interrupt, world_size, device) and step < cfg.MAX_ITERS
             if evaluating or stopping:
-                rng = every_rng_state(world_size)  # every process takes part; only rank 0 writes
+                rng = parallel.every_rng_state(world_size)  # every process takes part; only rank 0 writes
                 if rank == 0:
                     if evaluating:
                         val_loss = record["val_loss"] = evaluate(model, val_tokens, cfg, device)
@@ -260,17 +187,6 @@ def warn_if_rereading(cfg: SimpleNamespace, tokens_per_step: int, train_tokens: 
     if epochs > 10:
         print(f"note: {cfg.MAX_ITERS:,} steps read the training tokens {epochs:.0f} times over; watch the "
               "validation loss for overfitting, or use a larger corpus (--CORPUS=wikitext-103)")
-
-
-def interrupt_requested(interrupt: GracefulInterrupt, world_size: int, device: torch.device) -> bool:
-    """Ctrl-C reaches every process torchrun started, but not necessarily between the same two steps: the
-    processes agree to stop if any of them saw it, so all of them save at the same step. (The flag lives on
-    the process's device, as every tensor a collective sees must: NCCL reduces GPU tensors only.)"""
-    if world_size == 1:
-        return interrupt.requested
-    flag = torch.tensor(float(interrupt.requested), device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return bool(flag.item())
 
 
 def summarize(cfg: SimpleNamespace, model: GPT, data_dir: Path, val_loss: float, steps: int, wall: float,

@@ -14,7 +14,7 @@ import torch
 
 from common.config import REPO_ROOT
 from common.tokens import read_meta
-from phase1_foundation.project2_gpt2 import download_data, sample, train
+from phase1_foundation.project2_gpt2 import download_data, parallel, sample, train
 from phase1_foundation.project2_gpt2.tokenizer import load_tokenizer
 
 
@@ -142,11 +142,11 @@ def test_every_tensor_a_collective_sees_is_on_the_process_device(monkeypatch):
     made without naming the process's device lands on torch's default device: set to "meta" here, a
     forgotten device= shows up as a tensor on meta instead of the process's device (the CPU)."""
     seen = []
-    monkeypatch.setattr(train.dist, "all_reduce", lambda tensor, op=None: seen.append(tensor.device))
+    monkeypatch.setattr(parallel.dist, "all_reduce", lambda tensor, op=None: seen.append(tensor.device))
     device = torch.device("cpu")
     with torch.device("meta"):
-        train.interrupt_requested(train.GracefulInterrupt(), world_size=2, device=device)
-        train.mean_over_processes(torch.zeros((), device=device), world_size=2)
+        parallel.interrupt_requested(parallel.GracefulInterrupt(), world_size=2, device=device)
+        parallel.mean_over_processes(torch.zeros((), device=device), world_size=2)
     assert seen == [device, device]
 
 
