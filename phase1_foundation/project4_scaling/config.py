@@ -30,7 +30,7 @@ MIN_STEPS = 50  # a shape whose D is fewer steps than this at a budget is not tr
 ONLY = ""  # train only these runs (comma-separated names, as in results.jsonl), again if already done
 
 # --- optimisation -----------------------------------------------------------------------------------------
-# The best learning rate falls slowly with N: LR(N) ≈ 0.003239 - 0.0001395 log N (Kaplan App. D.1, eq. D.1).
+# The best learning rate falls slowly with N: LR(N) ≈ 0.003239 - 0.0001395 log N (Kaplan App. D.6, eq. D.1).
 LR_SCALE = 1.0  # PAPER: Kaplan eq. D.1 times this (1.0: the rule as printed)
 BETAS = (0.9, 0.95)  # GPT-3 App. B, as in chapter 2
 WEIGHT_DECAY = 0.1  # GPT-3 App. B, on matrices only

@@ -45,7 +45,7 @@ SWEEP_SETTINGS = ("BLOCK_SIZE", "BATCH_SIZE", "HEAD_SIZE", "LR_SCALE", "BETAS", 
 
 
 def kaplan_learning_rate(params: int, scale: float = 1.0) -> float:
-    """PAPER: Kaplan et al. 2020, App. D.1, eq. D.1: LR(N) ≈ 0.003239 - 0.0001395 log N, the rate they
+    """PAPER: Kaplan et al. 2020, App. D.6, eq. D.1: LR(N) ≈ 0.003239 - 0.0001395 log N, the rate they
     found best for each size (N non-embedding)."""
     return scale * (0.003239 - 0.0001395 * math.log(params))
 
