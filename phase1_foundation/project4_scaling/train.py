@@ -11,9 +11,10 @@ its first step, and ends exactly as it would have.
 
 What makes these runs a scaling sweep rather than a set of trainings:
   * every run reads fresh data in the same order: the same first D tokens, none of them twice;
-  * its cosine schedule reaches its floor exactly at its last token (PAPER: Chinchilla §3, App. B: a cycle
-    longer than the run left Kaplan et al.'s short runs at a high learning rate, so they looked worse than
-    they were, and the fitted laws favoured big models trained briefly);
+  * its cosine schedule reaches its floor exactly at its last token (PAPER: Chinchilla §3, App. B: the final
+    loss is best when the cycle matches the run, and a cycle more than 25% longer hurts; Hoffmann et al.
+    name Kaplan et al.'s one schedule for runs of every length as a cause of their 0.73, a cause Porian et
+    al. 2024 found not essential: the README weighs the three proposed causes);
   * its learning rate follows N by Kaplan's rule, so no size is handicapped by a rate tuned for another.
 """
 
