@@ -15,15 +15,14 @@ from torch import nn
 
 
 def adamw(model: nn.Module, lr: float, weight_decay: float, betas: tuple[float, float], device: torch.device):
-    """AdamW with decay on matrices (dim >= 2) only, using PyTorch's fused kernel on CUDA, CPU and MPS."""
+    """AdamW with decay on matrices (dim >= 2) only, using the fused CUDA kernel where it exists."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
-    # fused: one kernel updates every tensor (moments, decay, step) in a single pass over its memory; a small
-    # model's step is otherwise a long run of tiny ops. foreach (batched tensor ops) where no fused kernel is.
-    fast = {"fused": True} if device.type in ("cuda", "cpu", "mps") else {"foreach": True}
+    # fused: one kernel for the whole update on CUDA; foreach: batched tensor ops elsewhere.
+    fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
     return torch.optim.AdamW(groups, lr=lr, betas=betas, **fast)
 
 

@@ -32,21 +32,36 @@ from common.config import load_config
 from phase1_foundation.project4_scaling import config
 from phase1_foundation.project4_scaling.exercises import own_settings
 
-OWN = {"THRESHOLD": 0.5}  # the exact match that counts as "has the ability"
+OWN = {"THRESHOLD": 0.5}  # the share of the way from chance to 1 that counts as "has the ability"
+
+
+def chance(length: int, digits: int) -> float:
+    """The exact match on an answer's first `digits` digits that one constant answer gets: the share of the
+    commonest such prefix among the sums of every pair of operands (drawn uniformly, as emergence.py draws
+    them; the answer has `length` digits, one more than the operands). The first digit of a 3-digit sum is 0
+    or 1 about equally often, so scoring one digit starts at 0.50, not 0."""
+    operands = np.arange(10 ** (length - 1))
+    sums = np.add.outer(operands, operands).ravel()  # every pair once
+    prefixes = sums // 10 ** (length - digits)  # the first `digits` digits of each zero-padded answer
+    return float(np.bincount(prefixes).max() / len(sums))
 
 
 def thresholds(rows: list[dict], threshold: float) -> list[dict]:
-    """For each answer length l: the smallest model whose l-digit exact match reaches `threshold`, and the
-    largest gap between measured exact match and the product of the positions' accuracies."""
+    """For each answer length l: the exact match a constant answer gets, the smallest model whose l-digit
+    exact match is `threshold` of the way from that chance level to 1, and the largest gap between measured
+    exact match and the product of the positions' accuracies."""
     rows = sorted(rows, key=lambda row: row["params"])
     length = len(rows[0]["prefix_exact_match"])
     found = []
     for digits in range(1, length + 1):
         measured = np.array([row["prefix_exact_match"][digits - 1] for row in rows])
         product = np.array([np.prod(row["digit_accuracy"][:digits]) for row in rows])
-        first = next((row for row, m in zip(rows, measured, strict=True) if m >= threshold), None)
+        floor = chance(length, digits)
+        above_chance = (measured - floor) / (1 - floor)  # 0 at chance, 1 when every answer is right
+        first = next((row for row, m in zip(rows, above_chance, strict=True) if m >= threshold), None)
         found.append({"length": digits, "params": first["params"] if first else None,
                       "shape": first["shape"] if first else None, "measured": measured.tolist(),
+                      "chance": floor, "above_chance": above_chance.tolist(),
                       "gap": float(np.abs(measured - product).max())})
     return found
 
@@ -65,12 +80,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
                          "--EM_VARIANTS=plain,scratchpad")
     found = thresholds(rows, own["THRESHOLD"])
     sizes = ", ".join(f"{row['params']:,}" for row in sorted(rows, key=lambda row: row["params"]))
-    print(f"exact match on the first l digits of the answer, models of N = {sizes}:")
+    print(f"exact match on the first l digits of the answer, models of N = {sizes}; chance is what one "
+          "constant answer scores, and the threshold is measured from it: (exact - chance) / (1 - chance)")
     for item in found:
         where = f"{item['params']:,} parameters ({item['shape']})" if item["params"] else "no model"
-        print(f"  l = {item['length']}: {' '.join(f'{m:.2f}' for m in item['measured'])}   "
-              f"reaches {own['THRESHOLD']:.2f} at {where}; |measured - product of positions| <= "
-              f"{item['gap']:.2f}")
+        print(f"  l = {item['length']}: {' '.join(f'{m:.2f}' for m in item['measured'])}   chance "
+              f"{item['chance']:.3f}; reaches {own['THRESHOLD']:.2f} above chance at {where}; "
+              f"|measured - product of positions| <= {item['gap']:.2f}")
     return found
 
 

@@ -137,8 +137,11 @@ def test_ex4_moves_the_threshold_with_the_answer_length(tmp_path, capsys):
     (tmp_path / "emergence.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     found = ex4_answer_length.main([f"--OUT_DIR={tmp_path}", "--DEVICE=cpu", "--PRESET=cpu"])
     assert [item["params"] for item in found] == [888, 100096]  # one digit: the smallest; two: the largest
+    # Sums of two 1-digit operands: 55 of the 100 start with 0, and 9 is the commonest sum (10 of 100).
+    assert [item["chance"] for item in found] == [pytest.approx(0.55), pytest.approx(0.10)]
+    assert found[0]["above_chance"][0] == pytest.approx((0.9 - 0.55) / 0.45)
     assert found[1]["gap"] == pytest.approx(0.1 - 0.9 * 0.1)  # the 1x8 model: measured against the product
-    assert "reaches 0.50 at 100,096 parameters (2x64)" in capsys.readouterr().out
+    assert "reaches 0.50 above chance at 100,096 parameters (2x64)" in capsys.readouterr().out
     assert ex4_answer_length.main([f"--OUT_DIR={tmp_path}", "--THRESHOLD=0.3", "--DEVICE=cpu",
                                    "--PRESET=cpu"])[1]["params"] == 25472
     with pytest.raises(SystemExit, match="error: no .*emergence.jsonl; run emergence.py first"):
