@@ -13,24 +13,24 @@ to use its context stalls).
     OMP_NUM_THREADS=1 uv run python phase1_foundation/project2_gpt2/exercises/ex1_pre_vs_post_ln.py \\
         --LEARNING_RATE=1e-3
 
-What you should see (the first command, one thread on a two-core machine that other work shared: 16 runs in
-401 s). The validation loss after 200 steps at the cpu preset's learning rate, 3e-3 (on a GPU the gpu preset's
-1e-3), against the unigram plateau of 6.014 (* marks a run that never left it):
+What you should see (the first command, one thread on a two-core machine, the second command running beside
+it: 16 runs in 293 s). The validation loss after 200 steps at the cpu preset's learning rate, 3e-3 (on a GPU
+the gpu preset's 1e-3), against the unigram plateau of 6.014 (* marks a run that never left it):
 
                                 2 layers   6 layers   12 layers   24 layers
     post-LN, no warmup           5.845      6.029*     6.029*      6.029*
-    post-LN, warmup 50           5.917      6.030*     6.029*      6.030*
-    pre-LN, no warmup            5.382      5.624      5.555       5.999*
-    pre-LN, warmup 50            5.350      5.320      5.354       5.445
+    post-LN, warmup 50           5.918      6.030*     6.029*      6.030*
+    pre-LN, no warmup            5.382      5.616      5.602       6.006*
+    pre-LN, warmup 50            5.350      5.320      5.359       5.464
 
 Post-LN leaves the plateau at 2 layers only; from 6 layers on it ends on it, with or without the 50-step
 warmup. Pre-LN with the warmup trains at every depth; without it, it trains at 2 layers, falls behind at 6
 and 12 (0.3 and 0.2 nats worse than with the warmup) and at 24 ends on the plateau: its loss spikes near step
 20 and stays on the plateau from then on (the plot's right panel). So at this learning rate training without a
 warmup fails between 2 and 6 layers for post-LN and between 12 and 24 for pre-LN, and 50 steps of warmup
-rescue pre-LN at 24 layers but not post-LN at 6. With --LEARNING_RATE=1e-3 (the second command, 324 s) post-LN
+rescue pre-LN at 24 layers but not post-LN at 6. With --LEARNING_RATE=1e-3 (the second command, 281 s) post-LN
 is the same (5.905 and 5.945 at 2 layers, 6.029 to 6.031 deeper), and pre-LN trains at every depth with or
-without the warmup (5.680 against 5.597 at 24 layers, within 0.05 of each other below that).
+without the warmup (5.682 against 5.597 at 24 layers, within 0.05 of each other below that).
 
 Xiong et al. 2020 ("On Layer Normalization in the Transformer Architecture") show that at initialisation the
 expected gradients of a post-LN transformer's parameters near the output are large, so a large learning rate

@@ -12,15 +12,16 @@ first l positions' accuracies, Schaeffer's estimate of it.
     uv run python phase1_foundation/project4_scaling/exercises/ex4_answer_length.py
     uv run python phase1_foundation/project4_scaling/exercises/ex4_answer_length.py --THRESHOLD=0.9
 
-What you should see (the chapter's cpu run of emergence.py, 3-digit addition, answers of 4 digits; the
-default command, a second): the same six models and the same generations give four thresholds. Scored on
-the first digit alone, the ability "emerges" at 888 parameters (exact match 0.54); on the first two, at 3,312
-(0.90); on three or four, only at 100,096 (0.10 and 0.01 below it, 0.95 from it). Two more digits moved the
-threshold more than 100x in N. The product of the positions' accuracies matches the measured exact match
-within 0.02 everywhere but one place (the smallest model on two digits, 0.39 against 0.21: its errors in the
-first two digits go together), so p^L is a fair account of the metric. What it does not explain here is the
-jump at 100k itself: the accuracy of the last two digits goes from chance (0.1) to 1.0 between 57k and 100k
-parameters, so the continuous metrics jump there too.
+What you should see (emergence.py's cpu run, 3-digit addition, answers of 4 digits, on two cores; then the
+default command, a second). Chance is what one constant answer scores on the first l digits: 0.500, 0.095,
+0.010 and 0.001, since a 3-digit sum's first digit is 0 or 1 about equally often. Measured from chance, the
+same six models and the same generations give: one digit, 3,312 parameters (0.99; the 888-parameter model's
+0.54 is chance); two digits, 3,312 too (0.89, against 0.39 below it); three and four digits, no model in that
+run (at most 0.12 and 0.11). The product of the positions' accuracies matches the measured exact match
+within 0.02 on one, three and four digits; on two it is off by up to 0.18, where the first two digits' errors
+go together. The run that once placed the jump at 100k parameters (0.95 on all four digits) shows how much
+the threshold also moves from run to run: where the last two digits are learned, nothing is settled by one
+seed.
 """
 
 import json
