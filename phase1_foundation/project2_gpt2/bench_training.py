@@ -114,8 +114,7 @@ def reference_round(path: Path, cfg: SimpleNamespace, device: torch.device, step
         for _ in range(steps):
             lr = warmup_cosine(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
                                total_steps=cfg.MAX_ITERS, floor=cfg.MIN_LR_RATIO)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
+            set_lr(optimizer, lr)
             x, y = batch()
             loss = model(x, y)
             loss.backward()
@@ -193,7 +192,7 @@ OPTIMIZER = "Optimizer.step#AdamW.step"  # the profiler's label for one optimize
 
 def profile(run, steps: int) -> dict[str, float]:
     """Milliseconds per step of each kind of work in one round of `run`, the optimizer step, and the whole
-    step, as torch.profiler measures them (its own overhead makes the whole step a little slower)."""
+    step's ops together, as torch.profiler measures them (its own overhead makes them a little slower)."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         run()
     events = prof.key_averages()
@@ -201,7 +200,7 @@ def profile(run, steps: int) -> dict[str, float]:
                 for kind, names in KINDS.items()}
     optimizer = sum(e.cpu_time_total for e in events if e.key == OPTIMIZER)
     per_step["AdamW (optimizer.step)"] = optimizer / steps / 1e3
-    per_step["whole step"] = sum(e.self_cpu_time_total for e in events) / steps / 1e3
+    per_step["all ops"] = sum(e.self_cpu_time_total for e in events) / steps / 1e3
     return per_step
 
 

@@ -19,9 +19,9 @@ same six models and the same generations give: one digit, 3,312 parameters (0.99
 0.54 is chance); two digits, 3,312 too (0.89, against 0.39 below it); three and four digits, no model in that
 run (at most 0.12 and 0.11). The product of the positions' accuracies matches the measured exact match
 within 0.02 on one, three and four digits; on two it is off by up to 0.18, where the first two digits' errors
-go together. The run that once placed the jump at 100k parameters (0.95 on all four digits) shows how much
-the threshold also moves from run to run: where the last two digits are learned, nothing is settled by one
-seed.
+go together. The README's emergence table, another run, placed the jump at 100k parameters (0.95 on all
+four digits): the threshold also moves from run to run, and where the last two digits are learned nothing is
+settled by one seed.
 """
 
 import json
