@@ -94,8 +94,10 @@ def main(argv: list[str] | None = None) -> dict | None:
             raise
         newest = ckpt.newest_checkpoint(Path(cfg.OUT_DIR), PREFIX)
         kept = f"the newest checkpoint is {newest}; " if newest else "no checkpoint was saved yet; "
-        raise SystemExit(f"error: process {rank} lost another process of this run ({lost}); "
-                         f"{kept}resume with --RESUME=latest") from None
+        print(f"error: process {rank} lost another process of this run ({lost}); "
+              f"{kept}resume with --RESUME=latest", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)  # not sys.exit: tearing down a group whose peer is gone can abort in gloo's threads
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
