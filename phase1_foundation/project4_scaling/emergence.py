@@ -85,8 +85,8 @@ from common.optim import adamw, set_lr, warmup_cosine
 from common.progress import progress
 from phase1_foundation.project4_scaling import config
 from phase1_foundation.project4_scaling.download_data import parse_shape
-from phase1_foundation.project4_scaling.laws import new_figure, save_figure
 from phase1_foundation.project4_scaling.model import GPT, GPTConfig
+from phase1_foundation.project4_scaling.plots import new_figure, save_figure
 
 SCRIPT = "phase1_foundation/project4_scaling/emergence.py"
 RESULTS = "emergence.jsonl"

@@ -36,6 +36,7 @@ from scipy.special import logsumexp
 
 from common.config import load_config
 from phase1_foundation.project4_scaling import config
+from phase1_foundation.project4_scaling.plots import new_figure, save_figure
 
 FIELDS = ("name", "budget", "params", "tokens", "flops", "val_loss")  # what the fits read from each run
 
@@ -447,21 +448,6 @@ def model_shape(n_params: float, aspect_ratio: float = 64, head_size: int = 64) 
 
 
 # ---- plots -------------------------------------------------------------------------------------------------
-
-
-def new_figure(width: float = 6.4, height: float = 4.8):
-    # Imported here: matplotlib takes seconds to load and only the plots need it. A bare Figure renders with
-    # the Agg backend and needs no display.
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height))
-
-
-def save_figure(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
 
 
 def plot_isoflops(sweep: Sweep, path: Path) -> Path:
