@@ -26,6 +26,7 @@ import os
 import re
 import string
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -104,12 +105,16 @@ class CharTokenizer:
         self.unk_id = self.stoi[self.UNK]
 
     @classmethod
-    def train(cls, texts: Iterable[str], special_tokens: Sequence[str]) -> "CharTokenizer":
-        """Collect the characters of `texts` (streamed: only the set of characters is kept in memory)."""
-        seen: set[str] = set()
+    def train(cls, texts: Iterable[str], special_tokens: Sequence[str],
+              min_count: int = 1) -> "CharTokenizer":
+        """Collect the characters of `texts` seen at least `min_count` times (streamed: only the counts are
+        kept in memory). A rarer character becomes <unk>: a corpus's long tail of symbols would otherwise
+        give a small model an embedding table larger than the rest of it."""
+        counts: Counter[str] = Counter()
         for text in texts:
-            seen.update(text)
-        return cls(special_tokens, sorted(seen - set(special_tokens)))
+            counts.update(text)
+        kept = {ch for ch, count in counts.items() if count >= min_count}
+        return cls(special_tokens, sorted(kept - set(special_tokens)))
 
     def encode(self, text: str) -> list[int]:
         return [self.stoi.get(ch, self.unk_id) for ch in text]

@@ -1,9 +1,11 @@
 """Chapter 4 settings. Every UPPER_CASE name can be changed from the command line: `train.py --SEED=1`.
 
-A scaling sweep trains many small models, each for exactly the tokens its compute budget buys: D = C / (6N)
-for a budget of C FLOPs and N non-embedding parameters. BUDGETS lists the budgets, SHAPES the models; every
-shape whose D fits between MIN_STEPS optimizer steps and the tokens the corpus holds is trained at every
-budget. The presets set what a laptop CPU and GPU can afford; every run prints what it used.
+A scaling sweep trains many small models, each for exactly the tokens its compute budget buys: D = C / (FLOPs
+per token). The two papers count differently, so the sweep is run under both countings (COUNTINGS): Kaplan's,
+N without the embeddings and C = 6ND, at BUDGETS; and Chinchilla's, N with every parameter and C counted
+matmul by matmul (App. F), at CHINCHILLA_BUDGETS. SHAPES lists the models; every shape whose D lies between
+MIN_STEPS optimizer steps and MAX_EPOCHS passes over the corpus is trained at every budget. The presets set
+what a laptop CPU and GPU can afford; every run prints what it used.
 """
 
 from common.config import REPO_ROOT
@@ -13,13 +15,17 @@ CORPUS = "auto"  # auto: wiki-sample (embedded, 2.7M characters) on CPU; the gpu
 TEXT_FILE = None  # your own UTF-8 text file or folder of .txt files; wins over CORPUS
 VAL_FRACTION = 0.05  # share of documents held out; every run is scored on the same validation tokens
 DATA_DIR = str(REPO_ROOT / "data")  # prepared corpora and token files
+# wiki-sample holds 499 distinct characters, 400 of them seen fewer than 50 times (0.08% of the text). As
+# tokens they would give a 1 x 8 model 4,000 embedding parameters beside 888 in its block.
+MIN_CHAR_COUNT = 50  # a rarer character becomes <unk>: 101 tokens instead of 501
+# PAPER: Muennighoff et al. 2023, §4: up to about 4 epochs, repeated data is worth almost as much as fresh
+MAX_EPOCHS = 4.0  # a run may read the training text at most this many times
 
 # --- the sweep --------------------------------------------------------------------------------------------
-# Compute budgets in FLOPs, counted as C = 6ND (PAPER: Kaplan Table 1; Chinchilla §3 counts the same way).
-BUDGETS = (3e9, 1e10, 3e10, 1e11)  # FLOPs, C = 6ND (PAPER: Kaplan Table 1)
-# Model shapes "n_layer x d_model", from 888 to 150k non-embedding parameters, roughly doubling. The corpus
-# decides the range: at these budgets the best models read a few hundred characters per parameter, and a
-# smaller model than the best one must read more characters than wiki-sample's 2.6M (see README).
+COUNTINGS = ("kaplan", "chinchilla")  # which sweeps to train (results.COUNTINGS says what each counts)
+BUDGETS = (1e10, 3e10, 1e11)  # FLOPs as Kaplan counts them, C = 6ND with N non-embedding (Table 1)
+CHINCHILLA_BUDGETS = (1e11, 3e11, 1e12)  # FLOPs as Hoffmann et al. count them: every matmul (App. F)
+# Model shapes "n_layer x d_model", from 888 to 150k non-embedding parameters, roughly doubling.
 SHAPES = ("1x8", "2x8", "1x16", "2x16", "1x32", "2x32", "2x48", "2x64", "3x64")  # n_layer x d_model
 HEAD_SIZE = 8  # dimensions per attention head
 BLOCK_SIZE = 128  # context, in characters
@@ -64,6 +70,8 @@ EM_BATCH_SIZE = 32  # rows per optimizer step
 EM_HEAD_SIZE = 8  # dimensions per attention head (a 1x8 model has one head)
 EM_LR = 5e-3  # peak learning rate, warmup and cosine as the sweep's (at 1e-2 a 2x96 model stalled)
 EM_EVAL_PROBLEMS = 500  # held-out problems scored per model, never drawn for training
+EM_EVAL_SEED = 0  # draws the held-out problems: the same ones for every model, whatever its training seed
+EM_SEEDS = 3  # training seeds per model: SEED, SEED + 1, ...; the report gives each size's mean and range
 
 PRESETS = {
     # Two CPU cores: 4 budgets from 3e9 to 1e11 FLOPs, 25 runs, on the embedded corpus: 4 min 53 s on a clean

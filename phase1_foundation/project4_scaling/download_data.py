@@ -4,11 +4,14 @@
     uv run python phase1_foundation/project4_scaling/download_data.py --PRESET=gpu         # WikiText-103
     uv run python phase1_foundation/project4_scaling/download_data.py --TEXT_FILE=my_notes.txt
 
-A scaling law is a law of models that see each token once: a run that reads its data twice learns less from
-the second pass (Muennighoff et al. 2023), and its loss no longer measures what D fresh tokens buy. So this
-script also lists what the sweep will ask for: the tokens of its longest run against the tokens there are.
-The text is read as characters: it is the tokenizer that makes the most tokens of a small corpus, and it
-needs no training of its own.
+The text is read as characters: it is the tokenizer that makes the most tokens of a small corpus, and it needs
+no training of its own. Characters seen fewer than MIN_CHAR_COUNT times become <unk>, so the embedding table
+stays small beside the tiny models of the cpu sweep.
+
+A scaling law is a law of data the model has not seen before. Repeating a little costs almost nothing: up to
+about four epochs, repeated tokens were worth nearly as much as fresh ones (Muennighoff et al. 2023, §4).
+So runs may read the training text up to MAX_EPOCHS times, and this script lists what the sweep will ask for:
+the tokens of its longest run against the tokens there are.
 """
 
 from dataclasses import dataclass
@@ -20,7 +23,8 @@ from common.corpora import prepare_corpus
 from common.tokenizers import CharTokenizer
 from common.tokens import read_meta, write_token_files
 from phase1_foundation.project4_scaling import config
-from phase1_foundation.project4_scaling.model import non_embedding_parameters
+from phase1_foundation.project4_scaling.model import GPTConfig, flops_per_token, non_embedding_parameters
+from phase1_foundation.project4_scaling.results import COUNTINGS
 
 END_OF_TEXT = "<|endoftext|>"  # between documents
 SPECIAL_TOKENS = ["<unk>", END_OF_TEXT]  # <unk>: a character the training text never had
@@ -37,10 +41,10 @@ def prepare(cfg: SimpleNamespace) -> Path:
     """Return the folder holding the tokenizer and token files for this config, building it if missing."""
     corpus = prepare_corpus(corpus_name(cfg), Path(cfg.DATA_DIR), cfg.TEXT_FILE)
     print(f"corpus: {corpus.describe()}")
-    out_dir = Path(cfg.DATA_DIR) / "project4" / f"{corpus.path.stem}-char"
+    out_dir = Path(cfg.DATA_DIR) / "project4" / f"{corpus.path.stem}-char-min{cfg.MIN_CHAR_COUNT}"
     if (out_dir / "meta.json").exists() and read_meta(out_dir)["val_fraction"] == cfg.VAL_FRACTION:
         return out_dir
-    tokenizer = CharTokenizer.train(corpus.iter_documents(), SPECIAL_TOKENS)
+    tokenizer = CharTokenizer.train(corpus.iter_documents(), SPECIAL_TOKENS, min_count=cfg.MIN_CHAR_COUNT)
     tokenizer.save(out_dir)
     meta = write_token_files(corpus.iter_documents(), tokenizer, out_dir, val_fraction=cfg.VAL_FRACTION,
                              separator_id=tokenizer.token_to_id(END_OF_TEXT),
@@ -53,19 +57,21 @@ def prepare(cfg: SimpleNamespace) -> Path:
 
 @dataclass(frozen=True)
 class Run:
-    """One point of the sweep: a model shape trained on the tokens its budget buys."""
+    """One point of the sweep: a model shape trained on the tokens its budget buys under its counting."""
 
-    budget: float  # C, FLOPs
+    counting: str  # "kaplan" or "chinchilla" (results.COUNTINGS): how `budget` counts FLOPs
+    budget: float  # C, FLOPs as the counting counts them
     n_layer: int
     n_embd: int
-    params: int  # N, non-embedding
-    steps: int  # optimizer steps of BATCH_SIZE x BLOCK_SIZE tokens: round(C / 6N / tokens per step)
-    tokens: int  # D = steps x tokens per step, within half a step of C / 6N
+    params: int  # N, non-embedding (Kaplan's N, whatever the counting)
+    flops_per_token: float  # training FLOPs per token under the counting: 6N, or App. F's
+    steps: int  # optimizer steps of BATCH_SIZE x BLOCK_SIZE tokens: C / flops_per_token / tokens per step
+    tokens: int  # D = steps x tokens per step, within half a step of C / flops_per_token
 
     @property
-    def name(self) -> str:  # e.g. "1e11_2x48": budget, then n_layer x d_model
+    def name(self) -> str:  # e.g. "kaplan_1e11_2x48": counting, budget, then n_layer x d_model
         mantissa, exponent = f"{self.budget:.0e}".split("e")
-        return f"{mantissa}e{int(exponent)}_{self.n_layer}x{self.n_embd}"
+        return f"{self.counting}_{mantissa}e{int(exponent)}_{self.n_layer}x{self.n_embd}"
 
 
 def parse_shape(text: str, head_size: int) -> tuple[int, int]:
@@ -78,40 +84,52 @@ def parse_shape(text: str, head_size: int) -> tuple[int, int]:
     return int(layers), int(width)
 
 
-def planned_runs(cfg: SimpleNamespace) -> tuple[list[Run], list[Run]]:
-    """(runs, too short): every shape at every budget, ordered by budget and size, split by MIN_STEPS."""
+def planned_runs(cfg: SimpleNamespace, vocab_size: int) -> tuple[list[Run], list[Run]]:
+    """(runs, too short): every shape at every budget of each counting in COUNTINGS, ordered by counting,
+    budget and size, split by MIN_STEPS."""
     tokens_per_step = cfg.BATCH_SIZE * cfg.BLOCK_SIZE
     runs = []
-    for budget in sorted(cfg.BUDGETS):
-        for n_layer, n_embd in sorted(parse_shape(s, cfg.HEAD_SIZE) for s in cfg.SHAPES):
-            params = non_embedding_parameters(n_layer, n_embd)
-            steps = round(budget / (6 * params) / tokens_per_step)  # PAPER: C = 6ND (Kaplan Table 1)
-            runs.append(Run(budget, n_layer, n_embd, params, steps, steps * tokens_per_step))
-    runs.sort(key=lambda run: (run.budget, run.params))
+    for counting in cfg.COUNTINGS:
+        if counting not in COUNTINGS:
+            raise SystemExit(f"error: unknown counting {counting!r}; choose from {', '.join(COUNTINGS)}")
+        budgets = cfg.BUDGETS if counting == "kaplan" else cfg.CHINCHILLA_BUDGETS
+        for budget in sorted(budgets):
+            for n_layer, n_embd in sorted(parse_shape(s, cfg.HEAD_SIZE) for s in cfg.SHAPES):
+                params = non_embedding_parameters(n_layer, n_embd)
+                shape = GPTConfig(vocab_size=vocab_size, block_size=cfg.BLOCK_SIZE, n_layer=n_layer,
+                                  n_head=n_embd // cfg.HEAD_SIZE, n_embd=n_embd)
+                per_token = 6.0 * params if counting == "kaplan" else flops_per_token(shape, "chinchilla")
+                steps = round(budget / per_token / tokens_per_step)  # D = C / (FLOPs per token)
+                runs.append(Run(counting, budget, n_layer, n_embd, params, per_token, steps,
+                                steps * tokens_per_step))
+    order = list(COUNTINGS)
+    runs.sort(key=lambda run: (order.index(run.counting), run.budget, run.params))
     return [r for r in runs if r.steps >= cfg.MIN_STEPS], [r for r in runs if r.steps < cfg.MIN_STEPS]
 
 
-def fresh_runs(runs: list[Run], train_tokens: int) -> tuple[list[Run], list[Run]]:
-    """(runs, too long): those that read no token twice, and those that would."""
-    return [r for r in runs if r.tokens <= train_tokens], [r for r in runs if r.tokens > train_tokens]
+def affordable_runs(runs: list[Run], train_tokens: int, max_epochs: float) -> tuple[list[Run], list[Run]]:
+    """(runs, too long): those that read the training text at most max_epochs times, and those that would
+    read it more often."""
+    return ([r for r in runs if r.tokens <= max_epochs * train_tokens],
+            [r for r in runs if r.tokens > max_epochs * train_tokens])
 
 
 def main(argv: list[str] | None = None) -> Path:
     cfg = load_config(config, argv)
     data_dir = prepare(cfg)
     meta = read_meta(data_dir)
-    runs, too_short = planned_runs(cfg)
-    runs, too_long = fresh_runs(runs, meta["train_tokens"])
-    print(f"{meta['vocab_size']} characters; {meta['train_tokens']:,} train / {meta['val_tokens']:,} val "
-          "tokens")
+    runs, too_short = planned_runs(cfg, meta["vocab_size"])
+    runs, too_long = affordable_runs(runs, meta["train_tokens"], cfg.MAX_EPOCHS)
+    print(f"{meta['vocab_size']} tokens (characters seen at least {cfg.MIN_CHAR_COUNT} times, and specials); "
+          f"{meta['train_tokens']:,} train / {meta['val_tokens']:,} val tokens")
     if runs:
         longest = max(runs, key=lambda run: run.tokens)
         print(f"the sweep: {len(runs)} runs; the longest, {longest.name}, reads {longest.tokens:,} tokens, "
-              f"{longest.tokens / meta['train_tokens']:.0%} of the training split")
+              f"{longest.tokens / meta['train_tokens']:.2f} epochs of the training split")
     if too_long:
-        print(f"left out, as they would read data twice: {', '.join(r.name for r in too_long)} "
-              f"(up to {max(r.tokens for r in too_long):,} tokens; a bigger --CORPUS or --TEXT_FILE has "
-              "more)")
+        print(f"left out, as they would read the text more than MAX_EPOCHS={cfg.MAX_EPOCHS:g} times: "
+              f"{', '.join(r.name for r in too_long)} (up to {max(r.tokens for r in too_long):,} tokens; a "
+              "bigger --CORPUS or --TEXT_FILE has more)")
     if too_short:
         print(f"left out, fewer than MIN_STEPS={cfg.MIN_STEPS} steps: {', '.join(r.name for r in too_short)}")
     return data_dir

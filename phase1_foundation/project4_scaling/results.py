@@ -4,12 +4,33 @@ train.py's sweep writes results.jsonl and emergence.py writes emergence.jsonl; l
 them. Every row carries the settings it was made with, so a file never mixes two experiments: a row made
 under other settings is refused with one line that says what changed. A file is rewritten whole and
 atomically after each run, so a stop at any moment leaves the old file or the new one, never half a line.
+
+The sweep's file holds two sweeps, one per way of counting a model's size N and a run's compute C: each
+run was planned under one `counting` (COUNTINGS), at that counting's budgets. Sweep holds one counting's
+runs as columns, with N and C read as that counting reads them: what every fit in laws.py starts from.
 """
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+
+import numpy as np
+
+# What the fits read from each row of results.jsonl; a row without one of these was made by an older train.py
+SWEEP_FIELDS = ("name", "counting", "budget", "params", "params_total", "tokens", "flops", "flops_chinchilla",
+                "val_loss")
+
+# The two ways the papers count N and C; a row's `counting` is the one its run was planned under
+COUNTINGS = {
+    "kaplan": "non-embedding N, C = 6ND (Kaplan)",
+    "chinchilla": "all parameters, C = App. F FLOPs (Chinchilla)",
+}
+# Which of a row's fields are N and C under each counting. PAPER: Kaplan et al. 2020, §2.1: N leaves out the
+# embeddings, C = 6ND. PAPER: Hoffmann et al. 2022 count every parameter, and App. F every matmul's FLOPs
+# (model.flops_per_token(config, "chinchilla") x tokens). D is the tokens trained on under both.
+COUNTING_COLUMNS = {"kaplan": ("params", "flops"), "chinchilla": ("params_total", "flops_chinchilla")}
 
 
 def settings_of(cfg: SimpleNamespace, names: tuple[str, ...], **extra) -> dict:
@@ -62,3 +83,52 @@ def write_results(path: str | Path, rows: list[dict]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def countings_in(rows: list[dict]) -> list[str]:
+    """The countings the rows were planned under, in COUNTINGS' order; one line for a counting not known."""
+    present = {row["counting"] for row in rows}
+    unknown = sorted(present - set(COUNTINGS))
+    if unknown:
+        raise SystemExit(f"error: runs of an unknown counting ({', '.join(map(str, unknown))}); a run's "
+                         f"counting is one of {', '.join(COUNTINGS)}")
+    return [counting for counting in COUNTINGS if counting in present]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One counting's runs as columns, one entry per run, N and C as that counting counts them."""
+
+    counting: str  # "kaplan" or "chinchilla" (COUNTINGS): how N and C were counted, and the runs planned
+    budget: np.ndarray  # the FLOP budget C the run was planned for, in this counting's FLOPs
+    n: np.ndarray  # parameters N: non-embedding (kaplan) or all of them (chinchilla)
+    d: np.ndarray  # tokens trained on D
+    flops: np.ndarray  # compute C actually spent: 6·N·D (kaplan) or App. F FLOPs per token x D (chinchilla)
+    loss: np.ndarray  # final validation loss, nats per token
+
+    @classmethod
+    def from_rows(cls, rows: list[dict], counting: str) -> "Sweep":
+        """The rows planned under `counting`, with that counting's N and C; one line when there are none."""
+        if counting not in COUNTINGS:
+            raise ValueError(f"counting must be one of {', '.join(COUNTINGS)}, not {counting!r}")
+        if any("counting" not in row for row in rows):
+            raise SystemExit("error: these runs have no counting: they were made by an older train.py; train "
+                             "the sweep again into a new --OUT_DIR")
+        mine = [row for row in rows if row["counting"] == counting]
+        if not mine:
+            raise SystemExit(f"error: no runs of the {counting} counting here (only "
+                             f"{', '.join(sorted({str(row['counting']) for row in rows})) or 'none'})")
+        n_key, c_key = COUNTING_COLUMNS[counting]
+
+        def column(key):
+            return np.array([float(row[key]) for row in mine])
+
+        return cls(counting, column("budget"), column(n_key), column("tokens"), column(c_key),
+                   column("val_loss"))
+
+    def take(self, index: np.ndarray) -> "Sweep":
+        return Sweep(self.counting, self.budget[index], self.n[index], self.d[index], self.flops[index],
+                     self.loss[index])
+
+    def budgets(self) -> np.ndarray:
+        return np.unique(self.budget)

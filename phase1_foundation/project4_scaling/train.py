@@ -18,9 +18,7 @@ What makes these runs a scaling sweep rather than a set of trainings:
   * its learning rate follows N by Kaplan's rule, so no size is handicapped by a rate tuned for another.
 """
 
-import json
 import math
-import os
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,13 +30,14 @@ from common.baselines import bigram_cross_entropy, unigram_cross_entropy
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, seed_everything
 from common.interrupt import GracefulInterrupt
-from common.metrics import check_finite, save_summary
+from common.metrics import check_finite, matmul_flops, save_summary
 from common.optim import adamw, set_lr, warmup_cosine
 from common.progress import progress_bar
 from common.tokens import load_tokens, read_meta
 from phase1_foundation.project4_scaling import config
-from phase1_foundation.project4_scaling.download_data import Run, fresh_runs, planned_runs, prepare
-from phase1_foundation.project4_scaling.model import GPT, GPTConfig
+from phase1_foundation.project4_scaling.download_data import Run, affordable_runs, planned_runs, prepare
+from phase1_foundation.project4_scaling.model import GPT, GPTConfig, flops_per_token
+from phase1_foundation.project4_scaling.results import read_results, settings_of, write_results
 
 # What a results file was made with: a row made under other values is a different experiment.
 SWEEP_SETTINGS = ("BLOCK_SIZE", "BATCH_SIZE", "HEAD_SIZE", "LR_SCALE", "BETAS", "WEIGHT_DECAY",
@@ -51,26 +50,33 @@ def kaplan_learning_rate(params: int, scale: float = 1.0) -> float:
     return scale * (0.003239 - 0.0001395 * math.log(params))
 
 
-class FreshBatches:
-    """(B, T) windows that tile the training tokens in a fixed shuffled order: no token is read twice.
+class EpochBatches:
+    """(B, T) windows that tile the training tokens, in a shuffled order drawn anew for each epoch.
 
     The token stream is cut into non-overlapping windows of T + 1 tokens (T inputs, each with its next
-    token as the target); a seeded permutation orders them. Every run of the sweep reads the same order, so
-    a run of D tokens sees exactly the first D tokens a longer run sees: the runs differ in size and length
-    only, not in luck.
+    token as the target); epoch e reads every window once, in the order of a permutation seeded with
+    seed + e. Every run of the sweep reads the same sequence, so a run of D tokens sees exactly the first D
+    tokens a longer run sees: the runs differ in size and length only, not in luck.
     """
 
     def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int, device: torch.device, seed: int):
         self.tokens, self.block_size, self.batch_size, self.device = tokens, block_size, batch_size, device
-        windows = (len(tokens) - 1) // block_size
-        self.order = torch.randperm(windows, generator=torch.Generator().manual_seed(seed))  # (windows,)
-        self.position = 0  # windows read so far
+        self.windows, self.seed = (len(tokens) - 1) // block_size, seed
+        if self.windows < batch_size:
+            raise SystemExit(f"error: the training text holds {self.windows} windows of {block_size + 1} "
+                             f"tokens, fewer than a batch of {batch_size}; use a longer --TEXT_FILE")
+        self.epoch, self.position = 0, 0  # windows read so far in this epoch
+        self.order = self._shuffled()  # (windows,)
+
+    def _shuffled(self) -> torch.Tensor:
+        return torch.randperm(self.windows, generator=torch.Generator().manual_seed(self.seed + self.epoch))
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         T, B = self.block_size, self.batch_size
+        if self.position + B > self.windows:  # the epoch's last windows that do not fill a batch are skipped
+            self.epoch, self.position = self.epoch + 1, 0
+            self.order = self._shuffled()
         starts = self.order[self.position : self.position + B] * T  # (B,)
-        if len(starts) < B:
-            raise RuntimeError("read past the training tokens' end; download_data.fresh_runs prevents it")
         self.position += B
         windows = np.stack([self.tokens[s : s + T + 1] for s in starts.tolist()])  # (B, T + 1)
         windows = torch.from_numpy(windows.astype(np.int64)).to(self.device)
@@ -111,12 +117,6 @@ def validation_loss(model: GPT, tokens: np.ndarray, cfg: SimpleNamespace, device
     return total / count
 
 
-def sweep_settings(cfg: SimpleNamespace, data_dir: Path) -> dict:
-    """What a results file's runs were made with; a row made under other values is another experiment."""
-    settings = {name: getattr(cfg, name) for name in SWEEP_SETTINGS} | {"data": data_dir.name}
-    return json.loads(json.dumps(settings))  # as the file will hold them: tuples become lists
-
-
 def train_run(run: Run, vocab_size: int, train_tokens: np.ndarray, val_tokens: np.ndarray,
               cfg: SimpleNamespace, device: torch.device, interrupt: GracefulInterrupt, bar,
               settings: dict) -> dict | None:
@@ -127,10 +127,9 @@ def train_run(run: Run, vocab_size: int, train_tokens: np.ndarray, val_tokens: n
     assert model.num_parameters(non_embedding=True) == run.params
     peak_lr = kaplan_learning_rate(run.params, cfg.LR_SCALE)
     optimizer = adamw(model, peak_lr, cfg.WEIGHT_DECAY, cfg.BETAS, device)
-    batches = FreshBatches(train_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, cfg.SEED)
+    batches = EpochBatches(train_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, cfg.SEED)
     warmup = max(1, round(cfg.WARMUP_FRACTION * run.steps))
     cycle = round(cfg.COSINE_STRETCH * (run.steps - 1))  # the cosine's length; 1.0: floor at the last step
-    flops_per_step = 6 * run.params * cfg.BATCH_SIZE * cfg.BLOCK_SIZE
     start = time.perf_counter()
     for step in range(run.steps):
         if interrupt.requested:
@@ -148,41 +147,19 @@ def train_run(run: Run, vocab_size: int, train_tokens: np.ndarray, val_tokens: n
             loss = loss.item()
             check_finite(loss, step, None)
             bar.set_postfix_str(f"{run.name} step {step + 1}/{run.steps} loss {loss:.3f}", refresh=False)
-        bar.update(flops_per_step)
+        bar.update(cfg.BATCH_SIZE * cfg.BLOCK_SIZE)
     wall = time.perf_counter() - start
+    chinchilla_per_token = flops_per_token(model.config, "chinchilla")
     return {
-        "name": run.name, "budget": run.budget, "params": run.params, "params_total": model.num_parameters(),
-        "tokens": run.tokens, "flops": 6 * run.params * run.tokens,
+        "name": run.name, "counting": run.counting, "budget": run.budget, "params": run.params,
+        "params_total": model.num_parameters(), "tokens": run.tokens, "flops": 6 * run.params * run.tokens,
+        "flops_chinchilla": chinchilla_per_token * run.tokens,
+        "epochs": round(run.tokens / len(train_tokens), 3),
         "val_loss": validation_loss(model, val_tokens, cfg, device),
         "wall_s": round(wall, 2), "tokens_per_s": round(run.tokens / wall),
         "n_layer": run.n_layer, "d_model": run.n_embd, "steps": run.steps, "peak_lr": peak_lr,
         "settings": settings,
     }
-
-
-# --- the results file ---------------------------------------------------------------------------------------
-
-def read_rows(path: Path, settings: dict) -> list[dict]:
-    """The finished runs in results.jsonl, refusing a file made with other sweep settings."""
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    for row in rows:
-        saved = row.get("settings", {})
-        if saved != settings:
-            changed = [f"{key} {saved.get(key)} (now {value})" for key, value in settings.items()
-                       if saved.get(key) != value]
-            raise SystemExit(f"error: {path} holds runs made with other settings ({', '.join(changed)}); "
-                             f"pass --OUT_DIR=<a new folder> for a new sweep, or delete {path}")
-    return rows
-
-
-def write_rows(path: Path, rows: list[dict]) -> None:
-    """The whole file again, atomically: a stop at any moment leaves the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -194,10 +171,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     data_dir = prepare(cfg)
     meta = read_meta(data_dir)
     train_tokens, val_tokens = load_tokens(data_dir, "train"), load_tokens(data_dir, "val")
-    runs, too_short = planned_runs(cfg)
-    runs, too_long = fresh_runs(runs, len(train_tokens))
+    runs, too_short = planned_runs(cfg, meta["vocab_size"])
+    runs, too_long = affordable_runs(runs, len(train_tokens), cfg.MAX_EPOCHS)
     if too_long:
-        print(f"left out {len(too_long)} runs that would read data twice (see download_data.py)")
+        print(f"left out {len(too_long)} runs that would read the text more than "
+              f"MAX_EPOCHS={cfg.MAX_EPOCHS:g} times (see download_data.py)")
     if too_short:
         print(f"left out {len(too_short)} runs of fewer than MIN_STEPS={cfg.MIN_STEPS} steps")
 
@@ -205,8 +183,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     floor = baselines(train_tokens, val_tokens, cfg, meta["vocab_size"])
     print(f"to beat, on the same validation tokens: unigram {floor['unigram']:.3f}, "
           f"bigram {floor['bigram']:.3f} nats per character")
-    settings = sweep_settings(cfg, data_dir)
-    rows = read_rows(results, settings)
+    settings = settings_of(cfg, SWEEP_SETTINGS, data=data_dir.name)
+    rows = read_results(results, settings=settings, missing_ok=True)
+    order = {run.name: i for i, run in enumerate(runs)}  # rows as the runs: by counting, budget, then size
     only = {name.strip() for name in cfg.ONLY.split(",") if name.strip()}
     if only:
         unknown = only - {run.name for run in runs}
@@ -217,11 +196,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         rows = [row for row in rows if row["name"] not in only]
     done = {row["name"] for row in rows}
     todo = [run for run in runs if run.name not in done]
-    total = sum(6 * run.params * run.tokens for run in todo)
-    print(f"{len(runs)} runs, {len(runs) - len(todo)} already in {results}; {len(todo)} to train, "
-          f"{total:.3g} FLOPs (6ND) in all; {meta['train_tokens']:,} training tokens, no run reads one twice")
+    print(f"{len(runs)} runs, {len(runs) - len(todo)} already in {results}; {len(todo)} to train on "
+          f"{sum(run.tokens for run in todo):,} tokens in all; the training text holds {len(train_tokens):,}")
 
-    bar = progress_bar(total=total, unit="FLOP", unit_scale=True, desc="sweep")
+    bar = progress_bar(total=sum(run.tokens for run in todo), unit="tok", unit_scale=True, desc="sweep")
     with GracefulInterrupt("Ctrl-C: stopping the sweep; the finished runs are kept") as interrupt:
         for run in todo:
             row = train_run(run, meta["vocab_size"], train_tokens, val_tokens, cfg, device, interrupt, bar,
@@ -231,11 +209,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 print(f"stopped during {run.name}; {len(rows)} finished runs are in {results}. Run the same "
                       "command again to go on: the interrupted run starts again from its first step")
                 return rows
-            rows = sorted(rows + [row], key=lambda r: (r["budget"], r["params"]))
-            write_rows(results, rows)
-            bar.write(f"{run.name:>12}  N {run.params:>9,}  D {run.tokens:>10,}  val {row['val_loss']:.4f}  "
+            rows = sorted(rows + [row], key=lambda r: order.get(r["name"], len(order)))
+            write_results(results, rows)
+            bar.write(f"{run.name:>20}  N {run.params:>7,}  D {run.tokens:>10,}  val {row['val_loss']:.4f}  "
                       f"{row['wall_s']:6.1f} s  {row['tokens_per_s']:,} tok/s")
     bar.close()
+    seconds = sum(row["wall_s"] for row in rows)
+    print(f"trained {sum(row['tokens'] for row in rows):,} tokens in {seconds:.0f} s of runs; this device "
+          f"multiplies matrices at {matmul_flops(device) / 1e9:,.0f} GFLOP/s just now")
     save_summary(Path(cfg.OUT_DIR), {"runs": len(rows), "results": portable(results), "baselines": floor})
     print(f"results: {results}\nnext: uv run python phase1_foundation/project4_scaling/laws.py")
     return rows

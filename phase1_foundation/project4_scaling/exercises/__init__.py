@@ -10,7 +10,7 @@ from pathlib import Path
 
 from common.config import REPO_ROOT, in_repo, parse_overrides
 from common.metrics import run_training
-from phase1_foundation.project4_scaling.laws import read_results
+from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, read_results
 
 
 def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
@@ -36,4 +36,4 @@ def sweep(settings: list[str], out_dir: Path) -> list[dict]:
     rows of the results file it leaves there, one per run. Finished runs are not trained again, so a second
     call only reads the file."""
     summary = run_training("phase1_foundation.project4_scaling.train", settings, out_dir)
-    return read_results(in_repo(summary["results"]))
+    return read_results(in_repo(summary["results"]), fields=SWEEP_FIELDS)

@@ -6,7 +6,7 @@ cycle for every model, so their short runs ended at a high learning rate, and Ch
 reason their laws favoured large models trained briefly. train.py ends every cycle at the run's last token
 (COSINE_STRETCH=1.0). Train the same sweep twice, once so and once with a cycle COSINE_STRETCH times the run
 (2.0: the run stops halfway down the cosine, at about 55% of the peak rate instead of 10%), compare the
-runs one by one, and fit both sweeps: Chinchilla's Approaches 1, 2 and 3 (laws.py), side by side.
+runs one by one, and fit both sweeps: Chinchilla's Approaches 1, 2 and 3 (chinchilla.py), side by side.
 
     uv run python phase1_foundation/project4_scaling/exercises/ex1_cosine_too_long.py
     uv run python phase1_foundation/project4_scaling/exercises/ex1_cosine_too_long.py --COSINE_STRETCH=1.25
@@ -43,11 +43,12 @@ import math
 
 import numpy as np
 
-from phase1_foundation.project4_scaling import laws
+from phase1_foundation.project4_scaling import chinchilla
 from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, sweep
+from phase1_foundation.project4_scaling.results import Sweep
 
 # The exercise's part of the chapter's sweep; your own --NAME=value settings come after these, so they win.
-SETTINGS = ["--BUDGETS=3e9,1e10", "--SHAPES=2x8,1x16,2x16,1x32,2x32"]
+SETTINGS = ["--COUNTINGS=kaplan", "--BUDGETS=3e9,1e10", "--SHAPES=2x8,1x16,2x16,1x32,2x32"]
 BASELINE = 1.0  # the chapter's cycle: the floor exactly at the run's last token
 
 
@@ -59,10 +60,11 @@ def last_rate(stretch: float, floor: float) -> float:
 
 def fit(rows: list[dict]) -> dict:
     """(a, b) of N_opt ∝ C^a, D_opt ∝ C^b by each of Chinchilla's approaches, and how many budgets Approach 2
-    could use (a minimum inside the sizes trained) and why it left out the others."""
-    runs = laws.Sweep.from_rows(rows)
-    surface = laws.fit_parametric(runs.n, runs.d, runs.loss)
-    first, second = laws.approach1(runs), laws.approach2(runs)
+    could use (a minimum inside the sizes trained) and why it left out the others; on the kaplan counting's
+    runs (non-embedding N, C = 6ND)."""
+    runs = Sweep.from_rows(rows, "kaplan")
+    surface = chinchilla.fit_parametric(runs.n, runs.d, runs.loss)
+    first, second = chinchilla.approach1(runs), chinchilla.approach2(runs)
     return {"Approach 1": (first.a, first.b), "Approach 2": (second.a, second.b),
             "Approach 3": (surface.a, surface.b), "used": len(second.compute), "flagged": second.flagged}
 
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"{f'cycle x{stretch:g}':>24}")
     for name in ("Approach 1", "Approach 2", "Approach 3"):
         print(f"{name:<50}{exponents(fits[BASELINE], name):>24}{exponents(fits[stretch], name):>24}")
-    papers = ", ".join(f"{paper} a {a:.2f}" for paper, (a, _) in laws.PAPER_EXPONENTS.items())
+    papers = ", ".join(f"{paper} a {a:.2f}" for paper, (a, _) in chinchilla.PAPER_EXPONENTS.items())
     print(f"papers: {papers}")
     for s in stretches:
         for budget, problem in fits[s]["flagged"].items():

@@ -38,7 +38,7 @@ from phase1_foundation.project4_scaling.exercises import own_settings, parse_arg
 from phase1_foundation.project4_scaling.model import non_embedding_parameters
 
 # The exercise's budget and shapes; your own --NAME=value settings come after these, so they win.
-SETTINGS = ["--BUDGETS=3e10", "--SHAPES=1x32,2x24,4x16,15x8"]
+SETTINGS = ["--COUNTINGS=kaplan", "--BUDGETS=3e10", "--SHAPES=1x32,2x24,4x16,15x8"]
 SAME_N = 1.15  # the largest N over the smallest that still counts as "nearly equal"
 
 

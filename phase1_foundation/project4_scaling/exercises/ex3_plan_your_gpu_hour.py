@@ -1,12 +1,12 @@
 """Exercise 3: plan an hour on a GPU. How large a model, on how many tokens, and how sure can you be?
 
 An hour on a GPU is a compute budget: C = seconds x the GPU's peak FLOP/s x the share of the peak a training
-run keeps busy (model FLOPs utilisation, MFU). Chinchilla's closed form (laws.ChinchillaPlanner, Eq. 4)
+run keeps busy (model FLOPs utilisation, MFU). Chinchilla's closed form (planner.ChinchillaPlanner, Eq. 4)
 splits C into N_opt parameters and D_opt tokens. Plan the hour with each published set of constants
-(laws.PUBLISHED_SURFACES: the paper's printed fit, the same fit unrounded, Epoch AI's 2024 refit) and with
-your own, fitted to your sweep's results (laws.fit_parametric on OUT_DIR/results.jsonl, when there is one);
-for each, the shape laws.model_shape gives (d_model / n_layer = PLAN_ASPECT_RATIO, heads of HEAD_SIZE) and
-the minutes that shape takes on D_opt tokens at the same rate.
+(planner.PUBLISHED_SURFACES: the paper's printed fit, the same fit unrounded, Epoch AI's 2024 refit) and
+with your own, fitted to your sweep's results (chinchilla.fit_parametric on the kaplan counting's runs in
+OUT_DIR/results.jsonl, when there is one); for each, the shape planner.model_shape gives (d_model / n_layer
+= PLAN_ASPECT_RATIO, heads of HEAD_SIZE) and the minutes that shape takes on D_opt tokens at the same rate.
 
     uv run python phase1_foundation/project4_scaling/exercises/ex3_plan_your_gpu_hour.py
     uv run python phase1_foundation/project4_scaling/exercises/ex3_plan_your_gpu_hour.py --GPU=A100
@@ -17,7 +17,7 @@ the minutes that shape takes on D_opt tokens at the same rate.
 
 --GPU names a card of common/metrics.py's table of dense bf16 peaks (NVIDIA's datasheets and whitepapers,
 never the 2x "with sparsity" figures: H100 989.5 TFLOP/s, A100 312, RTX 4090 165.2, ...); --PEAK_TFLOPS gives
-any other device's peak. --MFU=0.3 is an ASSUMPTION, laws.plan_for_minutes' default, not a measurement: the
+any other device's peak. --MFU=0.3 is an ASSUMPTION, planner.plan_for_minutes' default, not a measurement: the
 large runs in PaLM's Table 3 (Chowdhery et al. 2022) reached 21% (GPT-3) to 46% (PaLM), and chapter 2's
 train.py shows the MFU of yours in its progress bar. --PLAN_MINUTES (60 here) is the time; OUT_DIR is the
 sweep whose fit is planned with (default: the chapter's). The shapes have heads of the chapter's
@@ -29,7 +29,7 @@ FLOPs. The paper's printed constants spend it on N_opt = 83M parameters and D_op
 parameter; shape 19x608), the unrounded ones on 98M and 1.8B (19 per parameter), Epoch AI's refit on 83M
 and 2.1B: the three agree within 17% here, although their exponents differ (a = 0.45, 0.46, 0.51), because
 their lines happen to cross near this budget; they part further out (at GPT-3's 3.14e23 FLOPs, 24.5B
-against 53.0B parameters: see laws.ChinchillaPlanner). Your own sweep's fit says something else entirely:
+against 53.0B parameters: see planner.ChinchillaPlanner). Your own sweep's fit says something else entirely:
 a = 0.84, N_opt = 4.5B parameters on 40M tokens, 0.009 tokens per parameter, 54x the paper's model. Its
 exponents were fitted over 1.5 decades of compute (3e9 to 1e11 FLOPs) and are extrapolated 7 decades
 beyond them, from models of 888 to 150k parameters reading characters; a change of 0.1 in a moves N_opt by
@@ -43,9 +43,10 @@ import numpy as np
 
 from common.config import load_config
 from common.metrics import PEAK_TFLOPS
-from phase1_foundation.project4_scaling import config, laws
+from phase1_foundation.project4_scaling import chinchilla, config, planner
 from phase1_foundation.project4_scaling.exercises import own_settings
 from phase1_foundation.project4_scaling.model import non_embedding_parameters
+from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, Sweep, read_results
 
 SETTINGS = ["--PLAN_MINUTES=60"]  # your own --NAME=value settings come after this one, so they win
 OWN = {"GPU": "H100", "PEAK_TFLOPS": 0.0, "MFU": 0.3}  # the exercise's settings; PEAK_TFLOPS 0: from GPU
@@ -62,13 +63,14 @@ def main(argv: list[str] | None = None) -> dict:
     peak = 1e12 * (own["PEAK_TFLOPS"] if own["PEAK_TFLOPS"] > 0 else PEAK_TFLOPS[own["GPU"]])
     device = f"a {peak / 1e12:g} TFLOP/s device" if own["PEAK_TFLOPS"] > 0 else own["GPU"]
 
-    surfaces = dict(laws.PUBLISHED_SURFACES)
+    surfaces = dict(planner.PUBLISHED_SURFACES)
     results = Path(cfg.OUT_DIR) / "results.jsonl"
     budgets = None  # your sweep's budgets
     if results.is_file():
-        rows = [row for row in laws.read_results(results) if np.isfinite(float(row["val_loss"]))]
-        runs = laws.Sweep.from_rows(rows)
-        surfaces["your sweep"] = laws.fit_parametric(runs.n, runs.d, runs.loss)
+        rows = read_results(results, fields=SWEEP_FIELDS)
+        rows = [row for row in rows if np.isfinite(float(row["val_loss"]))]
+        runs = Sweep.from_rows(rows, "kaplan")  # the counting the closed form and model_shape count in
+        surfaces["your sweep"] = chinchilla.fit_parametric(runs.n, runs.d, runs.loss)
         budgets = runs.budgets()
     else:
         print(f"no sweep at {results}: the plan uses the published constants only (train.py's sweep adds "
@@ -76,9 +78,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     plans = {}
     for name, surface in surfaces.items():  # the same C for each, split by its own constants
-        compute, n_opt, d_opt = laws.plan_for_minutes(cfg.PLAN_MINUTES, peak, laws.ChinchillaPlanner(surface),
-                                                      utilisation=own["MFU"])
-        shape = laws.model_shape(n_opt, aspect_ratio=cfg.PLAN_ASPECT_RATIO, head_size=cfg.HEAD_SIZE)
+        split = planner.ChinchillaPlanner(surface)
+        compute, n_opt, d_opt = planner.plan_for_minutes(cfg.PLAN_MINUTES, peak, split,
+                                                         utilisation=own["MFU"])
+        shape = planner.model_shape(n_opt, aspect_ratio=cfg.PLAN_ASPECT_RATIO, head_size=cfg.HEAD_SIZE)
         n_shape = non_embedding_parameters(*shape)
         plans[name] = {"a": surface.a, "n_opt": n_opt, "d_opt": d_opt, "shape": shape, "n_shape": n_shape,
                        "minutes": 6 * n_shape * d_opt / (peak * own["MFU"]) / 60}
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{plan['d_opt'] / plan['n_opt']:>9.3g}{f'{layers}x{width}':>11}{plan['n_shape']:>11.3g}"
               f"{plan['minutes']:>9.1f}")
 
-    published = [plans[name]["n_opt"] for name in laws.PUBLISHED_SURFACES]
+    published = [plans[name]["n_opt"] for name in planner.PUBLISHED_SURFACES]
     print(f"\nthe published constants alone disagree on N_opt by {max(published) / min(published):.2f}x "
           f"({min(published):.3g} to {max(published):.3g} parameters) for the same hour")
     if budgets is not None:

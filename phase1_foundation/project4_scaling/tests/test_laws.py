@@ -1,15 +1,21 @@
-"""laws.py: the planner against Chinchilla's closed form and the papers' numbers, Kaplan's laws, each of
-Chinchilla's three approaches recovering a known loss surface from a noisy synthetic sweep, and the script
-end to end on a results file."""
+"""The laws and laws.py: the planner against Chinchilla's closed form and the papers' numbers, Kaplan's laws,
+each of Chinchilla's three approaches recovering a known loss surface from noisy synthetic sweeps under both
+countings (kaplan: non-embedding N, C = 6ND; chinchilla: every parameter, C = App. F FLOPs), and the script
+end to end on a results file holding both."""
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from scipy.optimize import check_grad, minimize_scalar
 
-from phase1_foundation.project4_scaling import laws
-from phase1_foundation.project4_scaling.laws import ChinchillaPlanner, LossSurface, Sweep
+from phase1_foundation.project4_scaling import chinchilla, kaplan, laws, planner
+from phase1_foundation.project4_scaling.bootstrap import bootstrap
+from phase1_foundation.project4_scaling.chinchilla import LossSurface, approach1, approach2, fit_parametric
+from phase1_foundation.project4_scaling.model import GPTConfig, flops_per_token, non_embedding_parameters
+from phase1_foundation.project4_scaling.planner import ChinchillaPlanner
+from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, Sweep, read_results
 
 TRUE = LossSurface(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)  # the sweeps' truth: a = 0.452
 BUDGETS = np.geomspace(1e17, 1e21, 5)
@@ -17,8 +23,8 @@ BUDGETS = np.geomspace(1e17, 1e21, 5)
 
 def synthetic_sweep(noise: float, seed: int = 0, budgets=BUDGETS, sizes: int = 7, spacing: float = 2.0,
                     centre_shift: float = 1.0) -> Sweep:
-    """An IsoFLOP sweep of TRUE: at each budget, `sizes` models a factor `spacing` apart around the true
-    N_opt times `centre_shift`, each on D = C / 6N tokens, with multiplicative noise on the loss."""
+    """A kaplan-counting IsoFLOP sweep of TRUE: at each budget, `sizes` models a factor `spacing` apart around
+    the true N_opt times `centre_shift`, each on D = C / 6N tokens, with multiplicative noise on the loss."""
     rng = np.random.default_rng(seed)
     n_opt, _ = ChinchillaPlanner(TRUE).get_optimal_params_and_tokens(np.asarray(budgets))
     steps = spacing ** (np.arange(sizes) - (sizes - 1) / 2)
@@ -26,19 +32,47 @@ def synthetic_sweep(noise: float, seed: int = 0, budgets=BUDGETS, sizes: int = 7
     budget = np.repeat(budgets, sizes)
     d = budget / (6 * n)
     loss = TRUE.loss(n, d) * np.exp(noise * rng.standard_normal(n.size))
-    return Sweep(budget, n, d, 6 * n * d, loss)
+    return Sweep("kaplan", budget, n, d, 6 * n * d, loss)
+
+
+# ---- runs of real shapes, as train.py writes them ----------------------------------------------------------
+
+VOCAB, CONTEXT, HEAD_SIZE = 500, 128, 8  # a vocabulary of characters like wiki-sample's 501; the chapter's
+
+
+def row(n_layer: int, d_model: int, counting: str, budget: float, surface: LossSurface,
+        loss_n: str = "params", vocab: int = VOCAB, head_size: int = HEAD_SIZE, noise: float = 0.0,
+        rng=None) -> dict:
+    """One run's row of results.jsonl, planned under `counting` at `budget`: D = C / (6N) for kaplan, D = C /
+    (App. F FLOPs per token) for chinchilla. Its loss is `surface` at N = the row's `loss_n` ("params" or
+    "params_total") and D, times exp(noise x a standard normal)."""
+    config = GPTConfig(vocab_size=vocab, block_size=CONTEXT, n_layer=n_layer, n_head=d_model // head_size,
+                       n_embd=d_model)
+    params = non_embedding_parameters(n_layer, d_model)
+    params_total = params + (vocab + CONTEXT) * d_model  # the token and position tables (tied head)
+    per_token = flops_per_token(config, "chinchilla")  # App. F, every matmul
+    tokens = budget / (6 * params) if counting == "kaplan" else budget / per_token
+    counts = {"params": params, "params_total": params_total}
+    loss = float(surface.loss(counts[loss_n], tokens))
+    if noise:
+        loss *= np.exp(noise * rng.standard_normal())
+    return {"name": f"{counting}_{budget:.2g}_{n_layer}x{d_model}", "counting": counting, "budget": budget,
+            "params": params, "params_total": params_total, "tokens": tokens, "flops": 6 * params * tokens,
+            "flops_chinchilla": per_token * tokens, "val_loss": loss, "epochs": 1.0, "wall_s": 1.0,
+            "tokens_per_s": 1.0, "n_layer": n_layer, "d_model": d_model, "steps": 1, "peak_lr": 1e-3,
+            "settings": {}}
 
 
 # ---- the planner -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("constants", list(laws.PUBLISHED_SURFACES))
+@pytest.mark.parametrize("constants", list(planner.PUBLISHED_SURFACES))
 @pytest.mark.parametrize("compute", [2.21e19, 3.14e23])
 def test_the_closed_form_is_the_minimum_of_the_surface_on_the_isoflop_line(constants, compute):
-    planner = ChinchillaPlanner(constants)
-    along = minimize_scalar(lambda x: planner.loss(np.exp(x), compute / (6 * np.exp(x))), bounds=(10, 40),
+    plans = ChinchillaPlanner(constants)
+    along = minimize_scalar(lambda x: plans.loss(np.exp(x), compute / (6 * np.exp(x))), bounds=(10, 40),
                             method="bounded", options={"xatol": 1e-10})
-    n_opt, d_opt = planner.get_optimal_params_and_tokens(compute)
+    n_opt, d_opt = plans.get_optimal_params_and_tokens(compute)
     assert n_opt == pytest.approx(np.exp(along.x), rel=1e-6)
     assert 6 * n_opt * d_opt == pytest.approx(compute, rel=1e-12)
 
@@ -63,23 +97,28 @@ def test_the_planner_gives_the_papers_numbers(constants, compute, params, tokens
 def test_the_2024_refit_gives_about_19_tokens_per_parameter_and_the_default_is_the_printed_fit():
     n_opt, d_opt = ChinchillaPlanner("epoch-2024").get_optimal_params_and_tokens(3.14e23)
     assert round(d_opt / n_opt) == 19
-    assert ChinchillaPlanner().surface == laws.PUBLISHED_SURFACES["paper-rounded"]
+    assert ChinchillaPlanner().surface == planner.PUBLISHED_SURFACES["paper-rounded"]
     assert ChinchillaPlanner().loss(1e9, 2e10) == pytest.approx(1.69 + 406.4 / 1e9**0.34 + 410.7 / 2e10**0.28)
     with pytest.raises(ValueError, match="paper-rounded, paper-unrounded, epoch-2024"):
         ChinchillaPlanner("paper")
 
 
 def test_planning_from_minutes_and_a_model_shape():
-    planner = ChinchillaPlanner(TRUE)
-    compute, n_opt, d_opt = laws.plan_for_minutes(10, 1e12, planner, utilisation=0.5)
+    plans = ChinchillaPlanner(TRUE)
+    compute, n_opt, d_opt = planner.plan_for_minutes(10, 1e12, plans, utilisation=0.5)
     assert compute == 10 * 60 * 1e12 * 0.5
-    assert (n_opt, d_opt) == planner.get_optimal_params_and_tokens(compute)
-    assert laws.model_shape(12 * 12 * 768**2) == (12, 768)  # GPT-2 small's blocks
-    n_layer, d_model = laws.model_shape(3e6, aspect_ratio=32, head_size=16)
+    assert (n_opt, d_opt) == plans.get_optimal_params_and_tokens(compute)
+    assert planner.model_shape(12 * 12 * 768**2) == (12, 768)  # GPT-2 small's blocks
+    n_layer, d_model = planner.model_shape(3e6, aspect_ratio=32, head_size=16)
     assert d_model % 16 == 0 and abs(np.log(12 * n_layer * d_model**2 / 3e6)) < np.log(2)
     for neighbour in (n_layer - 1, n_layer + 1):  # no shape of that aspect ratio comes closer
         width = max(16, round(32 * neighbour / 16) * 16)
         assert abs(np.log(12 * neighbour * width**2 / 3e6)) >= abs(np.log(12 * n_layer * d_model**2 / 3e6))
+
+
+def test_planning_with_our_constants_needs_the_kaplan_countings_fit():
+    with pytest.raises(SystemExit, match="error: --PLAN_CONSTANTS=ours .* kaplan counting"):
+        planner.plan(SimpleNamespace(PLAN_CONSTANTS="ours"), None, "cpu")
 
 
 # ---- Kaplan ------------------------------------------------------------------------------------------------
@@ -87,19 +126,26 @@ def test_planning_from_minutes_and_a_model_shape():
 
 def test_kaplans_laws_and_their_fits():
     n = np.geomspace(1e6, 1e10, 9)
-    assert laws.fit_power_law_in_n(n, (8.8e13 / n) ** 0.076) == pytest.approx((8.8e13, 0.076), rel=1e-6)
-    assert laws.fit_power_law_in_n(n, 1.7 + (1e9 / n) ** 0.3, irreducible=1.7) == pytest.approx((1e9, 0.3))
+    assert kaplan.fit_power_law_in_n(n, (8.8e13 / n) ** 0.076) == pytest.approx((8.8e13, 0.076), rel=1e-6)
+    assert kaplan.fit_power_law_in_n(n, 1.7 + (1e9 / n) ** 0.3, irreducible=1.7) == pytest.approx((1e9, 0.3))
     # Eq. 1.5 by hand at one point, and its limit of unlimited data is Eq. 1.1's form
     by_hand = ((6.4e13 / 1e8) ** (0.076 / 0.103) + 1.8e13 / 1e10) ** 0.103
-    assert laws.kaplan_loss(1e8, 1e10) == pytest.approx(by_hand)
-    assert laws.kaplan_loss(1e8, 1e40) == pytest.approx((6.4e13 / 1e8) ** 0.076)
+    assert kaplan.kaplan_loss(1e8, 1e10) == pytest.approx(by_hand)
+    assert kaplan.kaplan_loss(1e8, 1e40) == pytest.approx((6.4e13 / 1e8) ** 0.076)
     truth = {"alpha_n": 0.1, "alpha_d": 0.12, "n_c": 1e12, "d_c": 5e11}
     grid_n, grid_d = (x.ravel() for x in np.meshgrid(np.geomspace(1e6, 1e9, 6), np.geomspace(1e8, 1e11, 6)))
-    fit = laws.fit_kaplan_loss(grid_n, grid_d, laws.kaplan_loss(grid_n, grid_d, **truth))
+    fit = kaplan.fit_kaplan_loss(grid_n, grid_d, kaplan.kaplan_loss(grid_n, grid_d, **truth))
     assert fit == pytest.approx(truth, rel=1e-4)
+    # on a sweep: L(N, D) over every run; L(N) over each size's best run, here its longest
+    sweep = Sweep("kaplan", 6 * grid_n * grid_d, grid_n, grid_d, 6 * grid_n * grid_d,
+                  kaplan.kaplan_loss(grid_n, grid_d, **truth))
+    both = kaplan.fit_kaplan_laws(sweep)
+    assert both["Kaplan L(N, D)"] == pytest.approx(truth, rel=1e-4)
+    n_c, alpha_n = kaplan.fit_power_law_in_n(grid_n[-6:], kaplan.kaplan_loss(grid_n[-6:], 1e11, **truth))
+    assert both["Kaplan L(N)"] == pytest.approx({"n_c": n_c, "alpha_n": alpha_n})
 
 
-# ---- Chinchilla's three approaches -------------------------------------------------------------------------
+# ---- Chinchilla's three approaches, kaplan counting --------------------------------------------------------
 
 
 def test_the_huber_gradient_is_the_derivative_of_the_huber_loss():
@@ -107,10 +153,10 @@ def test_the_huber_gradient_is_the_derivative_of_the_huber_loss():
     args = (np.log(s.n), np.log(s.d), np.log(s.loss))
     for params in ([6.0, 6.0, 0.5, 0.34, 0.28], [5.0, 7.0, 0.4, 0.3, 0.3]):  # residuals inside and beyond δ
         def value(p):
-            return laws._huber_and_gradient(p, *args)[0]
+            return chinchilla._huber_and_gradient(p, *args)[0]
 
         def gradient(p):
-            return laws._huber_and_gradient(p, *args)[1]
+            return chinchilla._huber_and_gradient(p, *args)[1]
 
         scale = np.linalg.norm(gradient(np.array(params)))
         assert check_grad(value, gradient, np.array(params), epsilon=1e-7) < 1e-4 * scale
@@ -120,7 +166,7 @@ def test_the_huber_gradient_is_the_derivative_of_the_huber_loss():
 def noisy():
     """A sweep of 5 budgets x 7 sizes with 1% noise, and its Approach 3 fit (the slow one: done once)."""
     sweep = synthetic_sweep(noise=0.01)
-    return sweep, laws.fit_parametric(sweep.n, sweep.d, sweep.loss)
+    return sweep, fit_parametric(sweep.n, sweep.d, sweep.loss)
 
 
 def test_approach_3_recovers_the_surface_and_its_exponents(noisy):
@@ -131,18 +177,25 @@ def test_approach_3_recovers_the_surface_and_its_exponents(noisy):
 
 
 def test_approach_2_recovers_the_exponents(noisy):
-    fit = laws.approach2(noisy[0])
+    fit = approach2(noisy[0])
     assert fit.flagged == {}
     assert (fit.a, fit.b) == pytest.approx((TRUE.a, TRUE.b), abs=0.03)
+
+
+def test_approach_2s_d_parabola_gives_c_over_6_n_opt_when_every_run_has_d_c_over_6n(noisy):
+    """log D = log(C/6) - log N is affine in log N, so the parabola in log D is the one in log N mirrored."""
+    fit = approach2(noisy[0])
+    assert fit.d_opt == pytest.approx(fit.compute / (6 * fit.n_opt), rel=1e-9)
+    assert fit.a + fit.b == pytest.approx(1, abs=1e-9)
 
 
 def test_approach_1_recovers_the_exponents_when_the_noise_cannot_reorder_neighbours(noisy):
     """At 1% noise the best run of a budget is often a neighbour of the true optimum (in about 70% of seeds
     this misses a by more than 0.03: the bootstrap interval shows it); at 0.1% it is the optimum itself."""
-    fit = laws.approach1(synthetic_sweep(noise=0.001))
+    fit = approach1(synthetic_sweep(noise=0.001))
     assert (fit.a, fit.b) == pytest.approx((TRUE.a, TRUE.b), abs=0.03)
     assert fit.a + fit.b == pytest.approx(1)  # each point spent C = 6 N D
-    assert laws.approach1(noisy[0]).compute.size == len(BUDGETS)
+    assert approach1(noisy[0]).compute.size == len(BUDGETS)
 
 
 def test_approach_2_reports_a_budget_whose_minimum_lies_outside_the_sizes_trained():
@@ -150,28 +203,135 @@ def test_approach_2_reports_a_budget_whose_minimum_lies_outside_the_sizes_traine
     largest = sweep.budget == BUDGETS[-1]
     too_small = synthetic_sweep(noise=0.001, budgets=BUDGETS[-1:], centre_shift=1 / 64)
     sweep = sweep.take(~largest)  # the largest budget again, its models all far below its optimum
-    sweep = Sweep(*(np.concatenate([getattr(sweep, k), getattr(too_small, k)])
-                    for k in ("budget", "n", "d", "flops", "loss")))
-    fit = laws.approach2(sweep)
+    sweep = Sweep("kaplan", *(np.concatenate([getattr(sweep, k), getattr(too_small, k)])
+                              for k in ("budget", "n", "d", "flops", "loss")))
+    fit = approach2(sweep)
     assert list(fit.flagged) == [BUDGETS[-1]]
     assert "outside the sizes trained" in fit.flagged[BUDGETS[-1]]
     assert "add larger models" in fit.flagged[BUDGETS[-1]]
     assert fit.compute.size == len(BUDGETS) - 1 and fit.a == pytest.approx(TRUE.a, abs=0.03)
-    upside_down = laws.isoflop_minimum([1e6, 2e6, 4e6], [3.0, 3.2, 3.0])
+    upside_down = chinchilla.isoflop_minimum([1e6, 2e6, 4e6], [3.0, 3.2, 3.0])
     assert np.isnan(upside_down[0]) and "downward" in upside_down[1]
+    # in D the other way round: a minimum above every run's D asks for smaller models, on more tokens
+    _, beyond = chinchilla.isoflop_minimum([1e6, 2e6, 4e6], [3.2, 3.1, 3.05], "D")
+    assert "outside the token counts trained" in beyond and "add smaller models" in beyond
 
 
 def test_the_bootstrap_is_repeatable_and_brackets_the_estimate(noisy):
     sweep, fit = noisy
 
     def refit(s):
-        return laws.fit_parametric(s.n, s.d, s.loss, start=fit).exponents()
+        return fit_parametric(s.n, s.d, s.loss, start=fit).exponents()
 
-    interval = laws.bootstrap(sweep, refit, resamples=10, seed=1)
-    assert interval == laws.bootstrap(sweep, refit, resamples=10, seed=1)
+    interval = bootstrap(sweep, refit, resamples=10, seed=1)
+    assert interval == bootstrap(sweep, refit, resamples=10, seed=1)
     assert set(interval) == {"a", "b", "alpha", "beta"}
-    two = laws.bootstrap(sweep, lambda s: laws.approach2(s).exponents(), resamples=30)
-    assert two["a"][0] < laws.approach2(sweep).a < two["a"][1]
+    two = bootstrap(sweep, lambda s: approach2(s).exponents(), resamples=30)
+    assert two["a"][0] < approach2(sweep).a < two["a"][1]
+
+
+# ---- the chinchilla counting: every parameter, App. F FLOPs ------------------------------------------------
+
+# A surface in every parameter whose optimum falls on a laptop's models: Chinchilla's, with B raised so that
+# each budget's best model is small (2 x 16 to 2 x 136 over these budgets) and its embeddings 60% to 16% of
+# its parameters.
+SMALL = LossSurface(E=1.69, A=406.4, B=1000.0, alpha=0.34, beta=0.28)
+APP_F_BUDGETS = np.geomspace(3e11, 3e14, 5)  # App. F FLOPs
+DEPTH = 2  # the sweep's family: 2 x d_model, d_model in whole heads of 8
+WIDTHS = np.arange(HEAD_SIZE, 4097, HEAD_SIZE)
+
+
+def true_frontier(budgets, widths=WIDTHS, surface=SMALL) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """(N_opt, D_opt) at each App. F budget, N counting every parameter, and the best width: the surface
+    minimised over the family's widths, each run on C / (App. F FLOPs per token) tokens. The grid's best
+    width, then the vertex of the parabola through it and its two neighbours, in log N and in log D (on
+    these noise-free points one head apart, a parabola through 5 points moves the slopes by 0.001 at most:
+    far below the tolerance they are used with)."""
+    table = [row(DEPTH, int(width), "chinchilla", 1.0, surface) for width in widths]
+    n = np.array([r["params_total"] for r in table])  # (widths,)
+    per_token = np.array([r["flops_chinchilla"] / r["tokens"] for r in table])  # (widths,) App. F FLOPs
+    n_opt, d_opt, best_widths = [], [], []
+    for budget in budgets:
+        loss = surface.loss(n, budget / per_token)  # (widths,)
+        best = int(np.argmin(loss))
+        assert 0 < best < len(widths) - 1, "the grid of widths must hold each budget's optimum inside it"
+        near = slice(best - 1, best + 2)
+        n_opt.append(chinchilla.isoflop_minimum(n[near], loss[near])[0])
+        d_opt.append(chinchilla.isoflop_minimum(budget / per_token[near], loss[near], "D")[0])
+        best_widths.append(int(widths[best]))
+    return np.array(n_opt), np.array(d_opt), best_widths
+
+
+def chinchilla_rows(budgets=APP_F_BUDGETS, noise: float = 0.002, seed: int = 0) -> list[dict]:
+    """An App. F IsoFLOP sweep of SMALL in every parameter: at each budget, 7 widths a factor √2 apart
+    around the best one (in whole heads, so the narrowest can coincide), losses with multiplicative
+    noise."""
+    rng, rows = np.random.default_rng(seed), []
+    for budget, best in zip(budgets, true_frontier(budgets)[2], strict=True):
+        widths = sorted({max(HEAD_SIZE, round(best * 2 ** (k / 2) / HEAD_SIZE) * HEAD_SIZE)
+                         for k in range(-3, 4)})
+        rows += [row(DEPTH, w, "chinchilla", budget, SMALL, "params_total", noise=noise, rng=rng)
+                 for w in widths]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def app_f():
+    """The chinchilla counting's synthetic sweep (0.2% noise), and its Approach 3 fit."""
+    sweep = Sweep.from_rows(chinchilla_rows(), "chinchilla")
+    return sweep, fit_parametric(sweep.n, sweep.d, sweep.loss)
+
+
+def test_sweep_from_rows_reads_n_and_c_as_the_counting_counts_them():
+    rows = [row(2, 32, "kaplan", 1e10, SMALL), row(2, 32, "chinchilla", 1e10, SMALL)]
+    kaplan_runs, app_f_runs = Sweep.from_rows(rows, "kaplan"), Sweep.from_rows(rows, "chinchilla")
+    assert kaplan_runs.n.tolist() == [25_472] and app_f_runs.n.tolist() == [25_472 + (500 + 128) * 32]
+    assert kaplan_runs.flops == pytest.approx([1e10]) and app_f_runs.flops == pytest.approx([1e10])
+    assert app_f_runs.d[0] < kaplan_runs.d[0]  # App. F counts 2x32 as costing more per token than 6N
+    with pytest.raises(SystemExit, match="error: no runs of the chinchilla counting here"):
+        Sweep.from_rows(rows[:1], "chinchilla")
+
+
+def test_approach_3_recovers_the_surface_under_the_chinchilla_counting(app_f):
+    _, fit = app_f
+    assert fit.alpha == pytest.approx(SMALL.alpha, abs=0.02)
+    assert fit.beta == pytest.approx(SMALL.beta, abs=0.02)
+    assert fit.a == pytest.approx(SMALL.a, abs=0.02)  # β/(α+β), as the paper converts
+
+
+def test_approach_2_recovers_the_frontier_in_app_f_flops(app_f):
+    """The frontier of SMALL under App. F's FLOPs is not the closed form's: per token a narrow model costs
+    more than 6N (attention over the context, the embeddings' matmuls), less so as it widens, so D_opt
+    grows as C^0.59 and a + b = 1.06, where C = 6ND would make it 1.
+
+    The tolerance, 0.02: on these runs without noise the parabolas miss the true slopes by 0.001 (a) and
+    0.0075 (b), as the loss along an App. F IsoFLOP line is not quite a parabola in log N over widths a
+    factor 8 apart; with 0.2% noise, 40 seeds all came within 0.005 (a) and 0.011 (b). Reading D_opt as
+    C / (6 N_opt) would give b = 1 - a, 0.06 off."""
+    n_opt, d_opt, _ = true_frontier(APP_F_BUDGETS)
+    true_a = np.polyfit(np.log(APP_F_BUDGETS), np.log(n_opt), 1)[0]
+    true_b = np.polyfit(np.log(APP_F_BUDGETS), np.log(d_opt), 1)[0]
+    assert true_a + true_b > 1.04  # the test means something: App. F is far from 6ND here
+    fit = approach2(app_f[0])
+    assert fit.flagged == {}
+    assert (fit.a, fit.b) == pytest.approx((true_a, true_b), abs=0.02)
+    assert abs(1 - fit.a - true_b) > 0.04
+
+
+def test_the_countings_disagree_on_a_when_embeddings_are_a_large_share(app_f):
+    """The same runs read under the kaplan counting (N without the embeddings): Approach 3's a moves by 0.10
+    when the embeddings are 60% to 16% of the best models' parameters, and by 0.01 when they are 4%."""
+    sweep, fit = app_f
+    runs = chinchilla_rows()
+    same = Sweep.from_rows([r | {"counting": "kaplan"} for r in runs], "kaplan")
+    assert np.array_equal(same.d, sweep.d) and np.all(same.n < sweep.n)
+    assert abs(fit_parametric(same.n, same.d, same.loss).a - fit.a) > 0.05
+    wide = chinchilla_rows(budgets=np.geomspace(1e17, 1e19, 4))  # best widths 520 to 1,496: embeddings 4%
+    wide_kaplan = Sweep.from_rows([r | {"counting": "kaplan"} for r in wide], "kaplan")
+    wide_app_f = Sweep.from_rows(wide, "chinchilla")
+    assert np.mean(1 - wide_kaplan.n / wide_app_f.n) < 0.05
+    wide_a = [fit_parametric(s.n, s.d, s.loss).a for s in (wide_kaplan, wide_app_f)]
+    assert abs(wide_a[0] - wide_a[1]) < 0.03
 
 
 # ---- the script --------------------------------------------------------------------------------------------
@@ -182,36 +342,85 @@ def test_reading_results_fails_with_one_line_that_says_what_to_do(tmp_path):
         if path.name == "empty.jsonl":
             path.write_text("\n")
         with pytest.raises(SystemExit) as stopped:
-            laws.read_results(path)
+            read_results(path, fields=SWEEP_FIELDS)
         message = str(stopped.value)
         assert message.startswith("error: ") and "\n" not in message and "train.py" in message
     (tmp_path / "partial.jsonl").write_text('{"name": "run0", "budget": 1e15}\n')
-    with pytest.raises(SystemExit, match="line 1 .* has no params, tokens, flops, val_loss"):
-        laws.read_results(tmp_path / "partial.jsonl")
+    with pytest.raises(SystemExit, match="line 1 .* has no counting, params, params_total, tokens, flops, "
+                                         "flops_chinchilla, val_loss"):
+        read_results(tmp_path / "partial.jsonl", fields=SWEEP_FIELDS)
+
+
+def test_a_results_file_without_countings_or_with_an_unknown_one_is_one_line(tmp_path):
+    old = {"name": "run0", "budget": 1e15, "params": 1e5, "params_total": 2e5, "tokens": 1e9, "flops": 6e14,
+           "val_loss": 3.0}  # what train.py wrote before the countings
+    (tmp_path / "results.jsonl").write_text(json.dumps(old) + "\n")
+    with pytest.raises(SystemExit) as stopped:
+        laws.main([f"--OUT_DIR={tmp_path}", "--DEVICE=cpu", "--PRESET=cpu"])
+    message = str(stopped.value)
+    assert message.startswith("error: line 1 ") and "no counting, flops_chinchilla" in message
+    assert "\n" not in message
+    unknown = row(2, 32, "kaplan", 1e10, SMALL) | {"counting": "6N"}
+    (tmp_path / "results.jsonl").write_text(json.dumps(unknown) + "\n")
+    with pytest.raises(SystemExit, match="error: runs of an unknown counting \\(6N\\); a run's counting "
+                                         "is one of kaplan, chinchilla"):
+        laws.main([f"--OUT_DIR={tmp_path}", "--DEVICE=cpu", "--PRESET=cpu"])
+
+
+def two_countings(budgets=BUDGETS[:4], noise: float = 0.01) -> list[dict]:
+    """Both countings' sweeps of TRUE at large shapes (N ~ 3e6 to 3e10, embeddings 5% of N at most): at
+    each budget 7 shapes around N_opt, a factor 2 apart, each on the tokens its counting's budget buys."""
+    rng, rows = np.random.default_rng(0), []
+    n_opt, _ = ChinchillaPlanner(TRUE).get_optimal_params_and_tokens(budgets)
+    for counting, loss_n in (("kaplan", "params"), ("chinchilla", "params_total")):
+        for budget, n in zip(budgets, n_opt, strict=True):
+            for step in 2.0 ** np.arange(-3, 4):
+                n_layer, d_model = planner.model_shape(n * step)
+                rows.append(row(n_layer, d_model, counting, budget, TRUE, loss_n, head_size=64, noise=noise,
+                                rng=rng))
+    return rows
 
 
 def test_main_fits_a_results_file_and_writes_the_plots(tmp_path, capsys):
-    sweep = synthetic_sweep(noise=0.01, budgets=BUDGETS[:4])
-    rows = []
-    for i, (budget, n, d, loss) in enumerate(zip(sweep.budget, sweep.n, sweep.d, sweep.loss, strict=True)):
-        n_layer, d_model = laws.model_shape(n)
-        rows.append({"name": f"run{i}", "budget": budget, "params": n, "params_total": n + 512 * d_model,
-                     "tokens": d, "flops": 6 * n * d, "val_loss": loss, "wall_s": 1.0, "n_layer": n_layer,
-                     "d_model": d_model})
+    rows = two_countings()
     results = tmp_path / "sweep" / "results.jsonl"
     results.parent.mkdir()
     rows.append(rows[0] | {"name": "diverged", "val_loss": float("nan")})
-    results.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
     numbers = laws.main([f"--OUT_DIR={results.parent}", "--RESAMPLES=5", "--DEVICE=cpu", "--PRESET=cpu"])
     assert [path.name for path in numbers["plots"]] == [
-        "isoflops.png", "allocation.png", "parametric.png", "loss_vs_compute.png"]
+        "isoflops_kaplan.png", "isoflops_chinchilla.png", "allocation.png", "parametric.png",
+        "loss_vs_compute.png"]
     assert all(path.read_bytes().startswith(b"\x89PNG") for path in numbers["plots"])
-    for approach in ("Approach 1", "Approach 2", "Approach 3"):
-        low, high = numbers[approach]["interval"]["a"]
-        assert low <= high and abs(numbers[approach]["a"] - TRUE.a) < 0.1
-    assert numbers["Approach 3"]["alpha"] == pytest.approx(TRUE.alpha, abs=0.05)
+    for counting in ("kaplan", "chinchilla"):
+        assert numbers[counting]["runs"] == 28 and numbers[counting]["Approach 2"]["used"] == 4
+        for approach in ("Approach 1", "Approach 2", "Approach 3"):
+            low, high = numbers[counting][approach]["interval"]["a"]
+            assert low <= high and abs(numbers[counting][approach]["a"] - TRUE.a) < 0.1
+        assert numbers[counting]["Approach 3"]["alpha"] == pytest.approx(TRUE.alpha, abs=0.05)
+    assert "Kaplan L(N)" in numbers["kaplan"] and "Kaplan L(N)" not in numbers["chinchilla"]
     printed = capsys.readouterr().out
-    assert "0.46 / 0.54 (Chinchilla)" in printed
+    assert "\nkaplan counting (non-embedding N, C = 6ND (Kaplan)): 28 runs at 4 budgets" in printed
+    assert ("\nchinchilla counting (all parameters, C = App. F FLOPs (Chinchilla)): 28 runs at 4 budgets"
+            in printed)
+    assert printed.count("0.46 / 0.54 (Chinchilla)") == 2
+    assert printed.count("Approach 2: from 4 budgets with interior minima") == 2
+    assert "a by approach kaplan counting       chinchilla counting   paper" in printed
+    assert printed.count("Kaplan alpha_N") == 1
     assert "left out 1 runs whose loss is not a number: diverged" in printed
     with pytest.raises(SystemExit, match="error: unknown setting RESULTS"):
         laws.main(["--RESULTS=x"])
+
+
+def test_main_fits_only_the_countings_it_can(tmp_path, capsys):
+    """A file of the kaplan counting alone, plus chinchilla runs at one budget: kaplan is fitted, alone."""
+    rows = [r for r in two_countings(budgets=BUDGETS[:3], noise=0.001)
+            if r["counting"] == "kaplan" or r["budget"] == BUDGETS[0]]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    numbers = laws.main([f"--OUT_DIR={tmp_path}", "--RESAMPLES=2", "--DEVICE=cpu", "--PRESET=cpu"])
+    assert "kaplan" in numbers and "chinchilla" not in numbers
+    assert [path.name for path in numbers["plots"]][0] == "isoflops_kaplan.png"
+    assert len(numbers["plots"]) == 4
+    printed = capsys.readouterr().out
+    assert "left out the chinchilla counting: its runs are all at C = 1e+17" in printed
+    assert "a by approach" not in printed

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from phase1_foundation.project4_scaling import download_data, laws, train
+from phase1_foundation.project4_scaling import download_data, laws, planner, train
 from phase1_foundation.project4_scaling.download_data import Run, parse_shape, planned_runs
-from phase1_foundation.project4_scaling.model import non_embedding_parameters
-from phase1_foundation.project4_scaling.train import FreshBatches, kaplan_learning_rate
+from phase1_foundation.project4_scaling.model import GPTConfig, flops_per_token, non_embedding_parameters
+from phase1_foundation.project4_scaling.train import EpochBatches, kaplan_learning_rate
 
 TIMING = ("wall_s", "tokens_per_s")  # the only fields two identical runs may disagree on
 
@@ -21,7 +21,8 @@ def tiny(corpus_file, tmp_path_factory, tmp_path):
     data_dir = tmp_path_factory.getbasetemp() / "prepared4"  # shared: prepared once per session
     return [
         f"--TEXT_FILE={corpus_file}", f"--DATA_DIR={data_dir}", "--DEVICE=cpu", "--PRESET=cpu",
-        "--BUDGETS=2e7,5e7", "--SHAPES=1x16,2x16,1x32", "--BLOCK_SIZE=16", "--BATCH_SIZE=4", "--MIN_STEPS=4",
+        "--COUNTINGS=kaplan", "--BUDGETS=2e7,5e7", "--SHAPES=1x16,2x16,1x32", "--BLOCK_SIZE=16",
+        "--BATCH_SIZE=4", "--MIN_STEPS=4", "--MIN_CHAR_COUNT=1",
         "--VAL_TOKENS=512", f"--OUT_DIR={tmp_path / 'sweep'}",
     ]
 
@@ -34,24 +35,31 @@ def without_timing(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
 
 
-def test_planned_runs_buy_d_equal_c_over_6n():
-    cfg = type("cfg", (), dict(BUDGETS=(1e9, 1e10), SHAPES=("2x32", "1x16"), HEAD_SIZE=16, BLOCK_SIZE=16,
-                               BATCH_SIZE=4, MIN_STEPS=200))
-    runs, too_short = planned_runs(cfg)
+def test_planned_runs_buy_d_equal_c_over_flops_per_token_in_each_counting():
+    cfg = type("cfg", (), dict(COUNTINGS=("kaplan", "chinchilla"), BUDGETS=(1e9, 1e10),
+                               CHINCHILLA_BUDGETS=(3e10,), SHAPES=("2x32", "1x16"), HEAD_SIZE=16,
+                               BLOCK_SIZE=16, BATCH_SIZE=4, MIN_STEPS=200))
+    runs, too_short = planned_runs(cfg, vocab_size=100)
     every = runs + too_short
-    assert len(every) == 4
+    assert len(every) == 6
     for run in every:
         assert run.params == non_embedding_parameters(run.n_layer, run.n_embd)
         assert run.tokens == run.steps * 64
-        assert abs(run.tokens - run.budget / (6 * run.params)) <= 32  # within half a step of C / 6N
-    assert [r.name for r in runs] == ["1e9_1x16", "1e10_1x16", "1e10_2x32"]  # by budget, then size
-    assert [r.name for r in too_short] == ["1e9_2x32"] and too_short[0].steps < 200
+        shape = GPTConfig(vocab_size=100, block_size=16, n_layer=run.n_layer, n_head=run.n_embd // 16,
+                          n_embd=run.n_embd)
+        per_token = 6 * run.params if run.counting == "kaplan" else flops_per_token(shape, "chinchilla")
+        assert run.flops_per_token == per_token
+        assert abs(run.tokens - run.budget / per_token) <= 32  # within half a step of C / (FLOPs per token)
+    # by counting, budget, then size
+    assert [r.name for r in runs] == ["kaplan_1e9_1x16", "kaplan_1e10_1x16", "kaplan_1e10_2x32",
+                                      "chinchilla_3e10_1x16", "chinchilla_3e10_2x32"]
+    assert [r.name for r in too_short] == ["kaplan_1e9_2x32"] and too_short[0].steps < 200
 
 
-def test_a_run_that_would_reread_data_is_left_out():
-    runs = [Run(1e9, 1, 16, 3312, 10, 640), Run(1e9, 1, 16, 3312, 20, 1280)]
-    fresh, too_long = download_data.fresh_runs(runs, train_tokens=1000)
-    assert fresh == runs[:1] and too_long == runs[1:]
+def test_a_run_that_would_read_the_text_too_often_is_left_out():
+    runs = [Run("kaplan", 1e9, 1, 16, 3312, 6 * 3312, steps, steps * 64) for steps in (10, 40)]
+    kept, too_long = download_data.affordable_runs(runs, train_tokens=1000, max_epochs=2.5)
+    assert kept == runs[:1] and too_long == runs[1:]
 
 
 @pytest.mark.parametrize("text", ["4", "4x", "ax32", "0x32", "2x24"])
@@ -66,19 +74,21 @@ def test_kaplan_learning_rate():
     assert kaplan_learning_rate(10**4) > kaplan_learning_rate(10**6)  # smaller models take larger steps
 
 
-def test_fresh_batches_never_repeat_and_every_run_reads_the_same_order():
+def test_each_epoch_reads_every_window_once_and_every_run_reads_the_same_order():
     tokens = np.arange(1001, dtype=np.uint16)  # token i is i: a window is known by its first token
-    batches = FreshBatches(tokens, block_size=10, batch_size=4, device=torch.device("cpu"), seed=0)
-    firsts = []
-    for _ in range(25):  # 100 windows of 10 inputs: the whole stream
-        x, y = batches.next()
-        assert torch.equal(y[:, :-1], x[:, 1:]) and torch.equal(y[:, -1], x[:, -1] + 1)  # next tokens
-        firsts += x[:, 0].tolist()
-    assert sorted(firsts) == list(range(0, 1000, 10))  # every window once
-    with pytest.raises(RuntimeError):
-        batches.next()
-    again = FreshBatches(tokens, block_size=10, batch_size=4, device=torch.device("cpu"), seed=0)
-    assert again.next()[0][:, 0].tolist() == firsts[:4]
+    batches = EpochBatches(tokens, block_size=10, batch_size=4, device=torch.device("cpu"), seed=0)
+    epochs = []
+    for _ in range(2):
+        firsts = []
+        for _ in range(25):  # 100 windows of 10 inputs: the whole stream
+            x, y = batches.next()
+            assert torch.equal(y[:, :-1], x[:, 1:]) and torch.equal(y[:, -1], x[:, -1] + 1)  # next tokens
+            firsts += x[:, 0].tolist()
+        assert sorted(firsts) == list(range(0, 1000, 10))  # every window once per epoch
+        epochs.append(firsts)
+    assert epochs[0] != epochs[1]  # each epoch in an order of its own
+    again = EpochBatches(tokens, block_size=10, batch_size=4, device=torch.device("cpu"), seed=0)
+    assert again.next()[0][:, 0].tolist() == epochs[0][:4]
 
 
 def test_the_cosine_reaches_its_floor_at_the_last_step(tiny, monkeypatch):
@@ -95,14 +105,18 @@ def test_the_cosine_reaches_its_floor_at_the_last_step(tiny, monkeypatch):
     assert rates[-1] == pytest.approx(peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 2))), rel=0.05)
 
 
-def test_sweep_writes_one_row_per_run(tiny, tmp_path):
-    rows = train.main(tiny)
+def test_sweep_writes_one_row_per_run_in_each_counting(tiny, tmp_path):
+    rows = train.main(tiny + ["--COUNTINGS=kaplan,chinchilla", "--CHINCHILLA_BUDGETS=2e8"])
     assert rows == rows_of(tmp_path / "sweep" / "results.jsonl")
-    assert [row["name"] for row in rows] == ["2e7_1x16", "2e7_2x16", "2e7_1x32", "5e7_1x16", "5e7_2x16",
-                                             "5e7_1x32"]
+    assert [row["name"] for row in rows] == [
+        "kaplan_2e7_1x16", "kaplan_2e7_2x16", "kaplan_2e7_1x32", "kaplan_5e7_1x16", "kaplan_5e7_2x16",
+        "kaplan_5e7_1x32", "chinchilla_2e8_1x16", "chinchilla_2e8_2x16", "chinchilla_2e8_1x32"]
     for row in rows:
         assert row["flops"] == 6 * row["params"] * row["tokens"]
-        assert abs(row["flops"] - row["budget"]) <= 6 * row["params"] * 32  # half a step of 64 tokens
+        spent = row["flops"] if row["counting"] == "kaplan" else row["flops_chinchilla"]
+        per_token = spent / row["tokens"]
+        assert abs(spent - row["budget"]) <= per_token * 32  # half a step of 64 tokens
+        assert row["params_total"] > row["params"] and row["flops_chinchilla"] > row["flops"]
         assert math.isfinite(row["val_loss"]) and row["val_loss"] < math.log(200)
 
 
@@ -127,11 +141,11 @@ def test_only_trains_one_point_again(tiny, tmp_path):
     stale = rows_of(path)
     stale[1]["val_loss"] = 99.0  # mark a row, to see that --ONLY replaces exactly that one
     path.write_text("".join(json.dumps(row) + "\n" for row in stale))
-    train.main(tiny + ["--ONLY=2e7_2x16"])
+    train.main(tiny + ["--ONLY=kaplan_2e7_2x16"])
     after = rows_of(path)
     assert without_timing(after) == without_timing(first)
-    with pytest.raises(SystemExit, match="error: no run named 1e7_9x16"):
-        train.main(tiny + ["--ONLY=1e7_9x16"])
+    with pytest.raises(SystemExit, match="error: no run named kaplan_1e7_9x16"):
+        train.main(tiny + ["--ONLY=kaplan_1e7_9x16"])
 
 
 def test_results_made_with_other_settings_are_refused(tiny):
@@ -141,10 +155,11 @@ def test_results_made_with_other_settings_are_refused(tiny):
 
 
 def test_download_data_says_what_the_longest_run_needs(tiny, capsys):
-    download_data.main(tiny + ["--BUDGETS=2e7,1e11"])
+    download_data.main(tiny + ["--BUDGETS=2e7,1e12"])
     out = capsys.readouterr().out
-    assert "the longest, 2e7_1x16, reads" in out
-    assert "left out, as they would read data twice: 1e11_1x16, 1e11_2x16, 1e11_1x32" in out
+    assert "the longest, kaplan_2e7_1x16, reads" in out
+    assert ("left out, as they would read the text more than MAX_EPOCHS=4 times: kaplan_1e12_1x16, "
+            "kaplan_1e12_2x16, kaplan_1e12_1x32") in out
 
 
 def test_the_planner_turns_minutes_into_a_run_that_train_py_trains(tiny, tmp_path):
@@ -153,7 +168,7 @@ def test_the_planner_turns_minutes_into_a_run_that_train_py_trains(tiny, tmp_pat
     plan = numbers["plan"]
     assert plan["flops_per_second"] > 0
     assert plan["compute"] == pytest.approx(0.002 * 60 * plan["flops_per_second"])
-    n_opt, d_opt = laws.ChinchillaPlanner().get_optimal_params_and_tokens(plan["compute"])
+    n_opt, d_opt = planner.ChinchillaPlanner().get_optimal_params_and_tokens(plan["compute"])
     assert (plan["n_opt"], plan["d_opt"]) == (n_opt, d_opt)
     settings = plan["command"].split()[4:]  # after "uv run python .../train.py"
     n_layer, d_model = plan["shape"]

@@ -1,0 +1,245 @@
+"""Hoffmann et al. 2022 (Chinchilla): how should a compute budget C be split between parameters N and
+tokens D? Three ways, as in the paper, each giving N_opt ∝ C^a and D_opt ∝ C^b:
+
+    approach1       the run with the lowest loss at each budget
+    approach2       the minimum of a parabola through each budget's losses (an IsoFLOP profile)
+    fit_parametric  Approach 3: a loss surface L(N, D) = E + A/N^α + B/D^β fitted to every run
+
+Each works on one counting of a sweep (results.Sweep): N and C as Kaplan counts them (non-embedding N,
+C = 6ND) or as Chinchilla does (every parameter, App. F's FLOPs). The paper found a ≈ 0.5 by all three,
+against Kaplan's 0.73; bootstrap.py says how sure a sweep this small can be of its own a.
+"""
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import logsumexp
+
+from phase1_foundation.project4_scaling.kaplan import KAPLAN_ALLOCATION
+from phase1_foundation.project4_scaling.results import Sweep
+
+PAPER_EXPONENTS = {  # (a, b) of N_opt ∝ C^a and D_opt ∝ C^b, to print and draw beside our own
+    "Kaplan": KAPLAN_ALLOCATION,  # PAPER: Kaplan Eq. 6.1
+    "Chinchilla Approach 1": (0.50, 0.50),  # PAPER: Chinchilla Table 2
+    "Chinchilla Approach 2": (0.49, 0.51),  # PAPER: Chinchilla Table 2
+    "Chinchilla Approach 3": (0.46, 0.54),  # PAPER: Chinchilla Table 2
+}
+
+HUBER_DELTA = 1e-3  # PAPER: Chinchilla App. D.2
+# PAPER: Chinchilla App. D.2, the grid of L-BFGS starts (5 x 5 x 5 x 6 x 6 = 4,500 of them)
+GRID_ALPHA = GRID_BETA = (0.0, 0.5, 1.0, 1.5, 2.0)
+GRID_E = (-1.0, -0.5, 0.0, 0.5, 1.0)
+GRID_A = GRID_B = (0.0, 5.0, 10.0, 15.0, 20.0, 25.0)
+
+
+# ---- Approaches 1 and 2: one compute-optimal point per budget ----------------------------------------------
+
+
+@dataclass
+class Allocation:
+    """N_opt = n_scale · C^a and D_opt = d_scale · C^b, fitted by least squares in log space to one point per
+    budget. `flagged` names the budgets left out and why (Approach 2)."""
+
+    a: float
+    b: float
+    n_scale: float
+    d_scale: float
+    compute: np.ndarray  # the points fitted: C, N_opt(C), D_opt(C)
+    n_opt: np.ndarray
+    d_opt: np.ndarray
+    flagged: dict[float, str] = field(default_factory=dict)
+
+    def exponents(self) -> dict[str, float]:
+        return {"a": self.a, "b": self.b}
+
+
+def fit_allocation(compute, n_opt, d_opt, flagged: dict[float, str] | None = None) -> Allocation:
+    """Power laws N_opt ∝ C^a and D_opt ∝ C^b through the points; NaN exponents below two budgets."""
+    compute, n_opt, d_opt = (np.asarray(x, dtype=float) for x in (compute, n_opt, d_opt))
+    if len(np.unique(compute)) < 2:
+        return Allocation(np.nan, np.nan, np.nan, np.nan, compute, n_opt, d_opt, flagged or {})
+    a, log_n_scale = np.polyfit(np.log(compute), np.log(n_opt), 1)
+    b, log_d_scale = np.polyfit(np.log(compute), np.log(d_opt), 1)
+    return Allocation(float(a), float(b), float(np.exp(log_n_scale)), float(np.exp(log_d_scale)),
+                      compute, n_opt, d_opt, flagged or {})
+
+
+def approach1(sweep: Sweep) -> Allocation:
+    """Chinchilla Approach 1: at each budget, the run with the lowest loss gives N_opt and D_opt.
+
+    The paper takes the lowest loss reached at each FLOP count over every run's whole training curve. Each
+    run here reports only its final loss, so the envelope is the best run per budget, at the FLOPs it
+    spent (as the sweep's counting counts them). Its N_opt can only be one of the sizes trained: a sweep
+    whose sizes are a factor 2 apart places each optimum to within a factor √2 at best, and noise can pick a
+    neighbour. On synthetic sweeps of five budgets with 1% noise in the losses, that misses the true a by
+    more than 0.03 in most sweeps, where Approach 2, which uses every run, rarely does; the bootstrap
+    interval shows how far it can wander.
+    """
+    at_budget = [np.flatnonzero(sweep.budget == budget) for budget in sweep.budgets()]
+    best = [runs[np.argmin(sweep.loss[runs])] for runs in at_budget]
+    return fit_allocation(sweep.flops[best], sweep.n[best], sweep.d[best])
+
+
+def isoflop_parabola(x, loss) -> np.ndarray:
+    """Coefficients (c2, c1, c0) of loss ≈ c2·u² + c1·u + c0 with u = ln x, through one budget's runs; x is
+    their N or their D."""
+    return np.polyfit(np.log(x), loss, 2)
+
+
+# what a minimum outside the runs asks for, by the quantity on the x axis: at a fixed budget more tokens
+# means a smaller model, so a D above every run's wants smaller models
+_OUTSIDE = {"N": ("sizes trained", "larger", "smaller"), "D": ("token counts trained", "smaller", "larger")}
+
+
+def isoflop_minimum(x, loss, quantity: str = "N") -> tuple[float, str | None]:
+    """The x at the minimum of one budget's parabola, and None; or, when it cannot be trusted, why not.
+    `quantity` ("N" or "D") says which x the runs are placed by, for the message."""
+    x, loss = np.asarray(x, dtype=float), np.asarray(loss, dtype=float)
+    if len(np.unique(x)) < 3:
+        return np.nan, f"fewer than 3 values of {quantity}: no parabola"
+    c2, c1, _ = isoflop_parabola(x, loss)
+    if c2 <= 0:
+        return np.nan, "the parabola opens downward: no minimum"
+    x_min = float(np.exp(-c1 / (2 * c2)))
+    if not x.min() <= x_min <= x.max():
+        trained, above, below = _OUTSIDE[quantity]
+        return x_min, (f"minimum at {quantity} = {x_min:.3g}, outside the {trained} ({x.min():.3g} to "
+                       f"{x.max():.3g}): add {above if x_min > x.max() else below} models")
+    return x_min, None
+
+
+def approach2(sweep: Sweep) -> Allocation:
+    """Chinchilla Approach 2: through each budget's final losses, a parabola in log N whose minimum is
+    N_opt(C), and one in log D whose minimum is D_opt(C).
+
+    D_opt is read off the runs as N_opt is, not computed from it. Under the kaplan counting every run of a
+    budget has D = C / (6N), so log D = log(C/6) - log N is affine in log N, the two parabolas are the same
+    curve mirrored, and D_opt = C / (6 N_opt) exactly. Under the chinchilla counting D = C / (App. F FLOPs
+    per token of the shape), which is not C / (6N) nor proportional to 1/N (the embeddings and the attention
+    cost per token do not scale with N), so C / (6 N_opt) would not be the tokens the optimal run reads.
+
+    A budget whose parabola opens downward, or whose minimum lies outside the runs trained there (an
+    extrapolation the sweep cannot check), is left out of the power laws and named in `flagged`.
+    """
+    used, flagged = [], {}
+    for budget in sweep.budgets():
+        at = sweep.budget == budget
+        n_opt, problem = isoflop_minimum(sweep.n[at], sweep.loss[at], "N")
+        d_opt = np.nan
+        if problem is None:
+            d_opt, problem = isoflop_minimum(sweep.d[at], sweep.loss[at], "D")
+        if problem:
+            flagged[float(budget)] = problem
+        else:
+            used.append((budget, n_opt, d_opt))
+    compute, n_opt, d_opt = np.array(used, dtype=float).reshape(-1, 3).T
+    return fit_allocation(compute, n_opt, d_opt, flagged)
+
+
+# ---- Approach 3: a loss surface ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LossSurface:
+    """L(N, D) = E + A/N^α + B/D^β (Chinchilla §3.3): E the entropy of text no model removes, A/N^α what a
+    finite model costs, B/D^β what finite data costs. Minimising it at fixed C = 6ND gives N_opt ∝ C^a,
+    D_opt ∝ C^b with a = β/(α+β) and b = α/(α+β) (Eq. 4).
+
+    That closed form assumes C = 6ND. The paper counts N as every parameter and C by App. F, and still
+    converts its fitted α and β to a and b this way: at its sizes, 70M parameters and up, App. F's count is
+    close to 6ND (App. F compares the two). At ours it is not: the attention over the context and the
+    embeddings cost more per token than 6N says (the README's table). So under the chinchilla counting these
+    a and b are the paper's conversion, not the slope of the fitted surface's frontier in App. F FLOPs."""
+
+    E: float
+    A: float
+    B: float
+    alpha: float
+    beta: float
+
+    def loss(self, n, d):
+        return self.E + self.A / np.asarray(n) ** self.alpha + self.B / np.asarray(d) ** self.beta
+
+    @property
+    def a(self) -> float:
+        return self.beta / (self.alpha + self.beta)
+
+    @property
+    def b(self) -> float:
+        return self.alpha / (self.alpha + self.beta)
+
+    def exponents(self) -> dict[str, float]:
+        return {"a": self.a, "b": self.b, "alpha": self.alpha, "beta": self.beta}
+
+
+def _huber(residual: np.ndarray) -> np.ndarray:
+    """Huber_δ: quadratic within δ of zero, linear beyond, so a few bad runs pull the fit less than in least
+    squares."""
+    small = np.abs(residual) <= HUBER_DELTA
+    return np.where(small, 0.5 * residual**2, HUBER_DELTA * (np.abs(residual) - 0.5 * HUBER_DELTA))
+
+
+def _huber_and_gradient(params, log_n, log_d, log_loss) -> tuple[float, np.ndarray]:
+    """Σ Huber_δ(LSE(a - α log N, b - β log D, e) - log L) over the runs (Chinchilla App. D.2), and its
+    gradient in (a, b, e, α, β). Fitting log L through a log-sum-exp keeps every term positive without
+    constraints and the numbers of order one."""
+    a, b, e, alpha, beta = params
+    terms = np.stack([a - alpha * log_n, b - beta * log_d, np.full_like(log_n, e)])  # (3, runs)
+    predicted = logsumexp(terms, axis=0)  # (runs,) the predicted log L
+    residual = predicted - log_loss  # (runs,)
+    # d huber / d term = clip(residual, ±δ) · softmax(terms): each term's share of the predicted loss
+    pull = np.clip(residual, -HUBER_DELTA, HUBER_DELTA) * np.exp(terms - predicted)  # (3, runs)
+    gradient = [pull[0].sum(), pull[1].sum(), pull[2].sum(), -(pull[0] * log_n).sum(),
+                -(pull[1] * log_d).sum()]
+    return float(_huber(residual).sum()), np.array(gradient)
+
+
+def grid_starts(log_n, log_d, log_loss) -> np.ndarray:
+    """One L-BFGS start per (α, β) of the paper's grid: the grid's (a, b, e) that fits best at that pair.
+
+    The whole grid is scored in one array operation, (4,500 starts) x (runs), in (a, b, e, α, β) order.
+    """
+    grid = np.array(list(itertools.product(GRID_A, GRID_B, GRID_E, GRID_ALPHA, GRID_BETA)))  # (4500, 5)
+    a, b, e, alpha, beta = (column[:, None] for column in grid.T)  # each (4500, 1)
+    predicted = np.logaddexp(np.logaddexp(a - alpha * log_n, b - beta * log_d), e)  # (4500, runs)
+    score = _huber(predicted - log_loss).sum(axis=1)  # (4500,)
+    starts = []
+    for pair in itertools.product(GRID_ALPHA, GRID_BETA):
+        at = np.flatnonzero((grid[:, 3:] == pair).all(axis=1))
+        starts.append(grid[at[np.argmin(score[at])]])
+    return np.array(starts)  # (25, 5)
+
+
+def fit_parametric(n, d, loss, start: LossSurface | None = None) -> LossSurface:
+    """Chinchilla Approach 3: E + A/N^α + B/D^β fitted to every run as App. D.2 does it, minimising the
+    Huber loss (δ = 1e-3) of log L with L-BFGS from the paper's grid of starts, and keeping the best.
+
+    The paper starts L-BFGS from every one of the grid's 4,500 points; that takes minutes here. We score
+    the whole grid at once and start once from each of its 25 (α, β) pairs, with the (a, b, e) of the grid
+    that fits best there (grid_starts): a second or two. On a synthetic sweep, all 4,500 starts found the
+    same optimum as these 25, to twelve digits of the Huber loss. With `start`, from that surface only:
+    the bootstrap refits each resample from the full data's fit, to stay fast.
+
+    The Huber loss is tiny (δ · |residual| per run, about 1e-5), so the stopping tolerances are set far below
+    their defaults: Besiroglu et al. 2024 (arXiv 2404.10102) traced the paper's own fit to an optimizer that
+    stopped before converging for this reason.
+    """
+    log_n, log_d, log_loss = np.log(n), np.log(d), np.log(loss)
+    if start is None:
+        starts = grid_starts(log_n, log_d, log_loss)
+    else:
+        # exp() of a very negative log can round a fitted constant to 0; start just above it instead
+        tiny = np.finfo(float).tiny
+        starts = [(np.log(max(start.A, tiny)), np.log(max(start.B, tiny)), np.log(max(start.E, tiny)),
+                   start.alpha, start.beta)]
+    best = None
+    for x0 in starts:
+        fit = minimize(_huber_and_gradient, np.array(x0), args=(log_n, log_d, log_loss), jac=True,
+                       method="L-BFGS-B", options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 2000})
+        if best is None or fit.fun < best.fun:
+            best = fit
+    a, b, e, alpha, beta = best.x
+    return LossSurface(E=float(np.exp(e)), A=float(np.exp(a)), B=float(np.exp(b)), alpha=float(alpha),
+                       beta=float(beta))

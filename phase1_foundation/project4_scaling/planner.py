@@ -1,0 +1,160 @@
+"""Planning a run: a compute budget split into a model size and tokens by Chinchilla's closed form, from the
+paper's constants, a replication's, or your own sweep's fit; and the step from minutes on a device to that
+budget, to a model shape, to the command that trains it.
+
+    ChinchillaPlanner   (N_opt, D_opt) for a budget C, Eq. 4
+    plan_for_minutes    C from minutes and a device's peak FLOP/s, then the planner
+    model_shape         an (n_layer, d_model) whose non-embedding count is N_opt
+    plan                what laws.py --PLAN_MINUTES prints: the device's speed measured, then all of the above
+
+The closed form assumes C = 6ND, so a plan counts as Kaplan does: N non-embedding, 6N FLOPs per token, the
+speed measured in 6N FLOP/s. "ours" is the sweep's kaplan counting's Approach 3 fit.
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from phase1_foundation.project4_scaling.chinchilla import LossSurface
+
+PUBLISHED_SURFACES = {
+    # PAPER: Chinchilla App. D.2, Eq. 10: the fit as printed, rounded.
+    "paper-rounded": LossSurface(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28),
+    # PAPER: the same fit as it stands in the paper's LaTeX source, unrounded, as Besiroglu et al. 2024
+    # (arXiv 2404.10102) report it. At the 2.21e19 FLOPs of the paper's 400M-parameter row (Table A3: 400M
+    # parameters, 9.2B tokens) these give 389M and 9.5B; the rounded ones give 326M and 11.3B.
+    "paper-unrounded": LossSurface(E=1.6934, A=406.4, B=410.7, alpha=0.3392, beta=0.2849),
+    # PAPER: Besiroglu et al. 2024 (arXiv 2404.10102): their refit of the Approach 3 data, read off the
+    # paper's plots.
+    "epoch-2024": LossSurface(E=1.82, A=482.0, B=2085.4, alpha=0.348, beta=0.366),
+}
+
+
+class ChinchillaPlanner:
+    """Compute-optimal model size and tokens for a budget C, by Chinchilla's closed form (Eq. 4):
+    N_opt = G (C/6)^a, D_opt = (C/6)^b / G, G = (αA / (βB))^(1/(α+β)).
+
+    The constants are the paper's as printed by default; "paper-unrounded", "epoch-2024" or a LossSurface of
+    your own (fit_parametric's result) choose others. They matter more than their size suggests. At the
+    budget of the paper's 400M-parameter row, 2.21e19 FLOPs (Table A3: 400M parameters, 9.2B tokens), the
+    printed constants give 326M parameters and 11.3B tokens, the unrounded ones 389M and 9.5B: rounding
+    α = 0.3392 to 0.34 and β = 0.2849 to 0.28 alone takes 16% off the parameters and adds 19% to the
+    tokens. At GPT-3's budget, 3.14e23 FLOPs, the printed constants give 24.5B parameters and 2.14T tokens
+    (not the 15B and 3.5T sometimes quoted), the unrounded ones 30.6B and 1.71T, and the 2024 refit 53.0B
+    and 0.99T (19 tokens per parameter, near the 20 that the paper's Approach 1 table implies). The
+    exponents are raised to powers over many decades of compute, so their third digit matters.
+    """
+
+    def __init__(self, constants: str | LossSurface = "paper-rounded"):
+        if isinstance(constants, str):
+            if constants not in PUBLISHED_SURFACES:
+                choices = ", ".join(PUBLISHED_SURFACES)
+                raise ValueError(f"unknown constants {constants!r}; choose {choices} or a LossSurface")
+            constants = PUBLISHED_SURFACES[constants]
+        self.surface = constants
+
+    def get_optimal_params_and_tokens(self, compute):
+        """(N_opt, D_opt) for a budget of `compute` FLOPs (a number or an array of them)."""
+        s = self.surface
+        g = (s.alpha * s.A / (s.beta * s.B)) ** (1 / (s.alpha + s.beta))
+        return g * (compute / 6) ** s.a, (compute / 6) ** s.b / g
+
+    def loss(self, n, d):
+        """The loss the surface predicts for N parameters trained on D tokens."""
+        return self.surface.loss(n, d)
+
+
+def plan_for_minutes(minutes: float, flops_per_second: float, planner: ChinchillaPlanner | None = None,
+                     utilisation: float = 0.3) -> tuple[float, float, float]:
+    """(C, N_opt, D_opt) for a run of `minutes` on a device of peak `flops_per_second`.
+
+    `utilisation` is the share of the peak a training run keeps busy (model FLOPs utilisation, MFU). The
+    default, 0.3, is an assumption, not a measurement: on a GPU whose peak is known the progress bar shows
+    the MFU your runs reach; pass that.
+    """
+    compute = minutes * 60 * flops_per_second * utilisation
+    n_opt, d_opt = (planner or ChinchillaPlanner()).get_optimal_params_and_tokens(compute)
+    return compute, n_opt, d_opt
+
+
+def model_shape(n_params: float, aspect_ratio: float = 64, head_size: int = 64) -> tuple[int, int]:
+    """(n_layer, d_model) whose non-embedding count 12·n_layer·d_model² (Kaplan Eq. 2.1) is closest to
+    `n_params` (by ratio), with d_model ≈ aspect_ratio · n_layer rounded to whole heads of `head_size`.
+    The default ratio, 64, is GPT-2 small's (768 / 12); Kaplan found the loss depends on the shape far less
+    than on N."""
+    def shape(n_layer: int) -> tuple[int, int]:
+        return n_layer, max(head_size, round(aspect_ratio * n_layer / head_size) * head_size)
+
+    # 12·L·(aspect·L)² = N solved for L, then the whole depths around it: the rounding of d_model to whole
+    # heads moves the count, so the nearest depth is not always the best
+    guess = round((n_params / (12 * aspect_ratio**2)) ** (1 / 3))
+    candidates = [shape(n_layer) for n_layer in range(max(1, guess - 2), guess + 3)]
+    return min(candidates, key=lambda s: abs(np.log(12 * s[0] * s[1] ** 2 / n_params)))
+
+
+def flops_per_second(n_layer: int, n_embd: int, cfg, device) -> float:
+    """The 6N FLOPs per second this code reaches training a model of this shape on this device, from a few
+    timed steps on random tokens (after two untimed ones, which pay for warming up)."""
+    import time  # torch and the model only when planning: the fits need neither
+
+    import torch
+
+    from common.device import autocast
+    from common.optim import adamw
+    from phase1_foundation.project4_scaling.model import GPT, GPTConfig
+
+    device, steps = torch.device(device), 5
+    model = GPT(GPTConfig(vocab_size=256, block_size=cfg.BLOCK_SIZE, n_layer=n_layer,
+                          n_head=n_embd // cfg.HEAD_SIZE, n_embd=n_embd)).to(device)
+    optimizer = adamw(model, 1e-3, cfg.WEIGHT_DECAY, cfg.BETAS, device)
+    x = torch.randint(256, (cfg.BATCH_SIZE, cfg.BLOCK_SIZE), device=device)  # (B, T)
+    loss, start = None, 0.0
+    for step in range(steps + 2):
+        if step == 2:
+            loss.item()  # waits for the device to finish the untimed steps
+            start = time.perf_counter()
+        with autocast(device):
+            _, loss = model(x, x)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    loss.item()
+    seconds = time.perf_counter() - start
+    return 6 * model.num_parameters(non_embedding=True) * x.numel() * steps / seconds
+
+
+def plan(cfg, surface: LossSurface | None, device) -> dict:
+    """The step from minutes to a run: C from the minutes and this device's measured speed, (N, D) from the
+    planner, a shape for N, and the command that trains it.
+
+    The speed is measured, not looked up: a few training steps of the planned shape, timed, give the 6N FLOPs
+    per second this code reaches on this device (a model's speed depends on its size, so plan, measure the
+    shape, and plan again). Since the rate is what a run achieves, no utilisation factor is assumed.
+
+    `surface` is "ours", used when PLAN_CONSTANTS is "ours": the Approach 3 fit of the sweep's kaplan
+    counting, the one whose N and C (non-embedding, 6ND) are those the rate, model_shape and the closed form
+    count; None when the sweep has no kaplan counting.
+    """
+    if cfg.PLAN_CONSTANTS == "ours" and surface is None:
+        raise SystemExit("error: --PLAN_CONSTANTS=ours plans with the Approach 3 fit of the kaplan counting "
+                         "(6N FLOPs, as the speed is measured), and this sweep has none; pass "
+                         "--PLAN_CONSTANTS=paper-rounded, or sweep the kaplan counting too")
+    ours = cfg.PLAN_CONSTANTS == "ours"
+    planner = ChinchillaPlanner(surface if ours else cfg.PLAN_CONSTANTS)
+    constants = "ours (Approach 3, kaplan counting)" if ours else cfg.PLAN_CONSTANTS
+    shape, rate = (2, 64), None
+    for _ in range(2):
+        rate = flops_per_second(*shape, cfg, device)
+        compute, n_opt, d_opt = plan_for_minutes(cfg.PLAN_MINUTES, rate, planner, utilisation=1.0)
+        shape = model_shape(n_opt, aspect_ratio=cfg.PLAN_ASPECT_RATIO, head_size=cfg.HEAD_SIZE)
+    budget = float(f"{compute:.2g}")
+    command = (f"uv run python phase1_foundation/project4_scaling/train.py --BUDGETS={budget:.2g} "
+               f"--SHAPES={shape[0]}x{shape[1]} --COUNTINGS=kaplan --MIN_STEPS=1 "
+               f"--OUT_DIR={Path(cfg.OUT_DIR) / 'plan'}")
+    print(f"\nplan for {cfg.PLAN_MINUTES:g} minutes on {device}, with the {constants} constants: "
+          f"{rate:.3g} FLOP/s measured (kaplan counting: 6N FLOPs per token), so C = {compute:.3g} FLOPs; "
+          f"N_opt = {n_opt:,.0f}, D_opt = {d_opt:,.0f} tokens ({d_opt / n_opt:.0f} per parameter); "
+          f"shape {shape[0]}x{shape[1]}\n"
+          f"train it: {command}")
+    return {"flops_per_second": rate, "compute": compute, "n_opt": n_opt, "d_opt": d_opt, "shape": shape,
+            "command": command}
