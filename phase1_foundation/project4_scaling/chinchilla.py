@@ -241,5 +241,6 @@ def fit_parametric(n, d, loss, start: LossSurface | None = None) -> LossSurface:
         if best is None or fit.fun < best.fun:
             best = fit
     a, b, e, alpha, beta = best.x
-    return LossSurface(E=float(np.exp(e)), A=float(np.exp(a)), B=float(np.exp(b)), alpha=float(alpha),
-                       beta=float(beta))
+    with np.errstate(over="ignore"):  # a degenerate fit (a huge α with log A to match) gives A = inf: shown
+        return LossSurface(E=float(np.exp(e)), A=float(np.exp(a)), B=float(np.exp(b)), alpha=float(alpha),
+                           beta=float(beta))

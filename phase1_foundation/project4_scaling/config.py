@@ -15,7 +15,7 @@ CORPUS = "auto"  # auto: wiki-sample (embedded, 2.7M characters) on CPU; the gpu
 TEXT_FILE = None  # your own UTF-8 text file or folder of .txt files; wins over CORPUS
 VAL_FRACTION = 0.05  # share of documents held out; every run is scored on the same validation tokens
 DATA_DIR = str(REPO_ROOT / "data")  # prepared corpora and token files
-# wiki-sample holds 499 distinct characters, 400 of them seen fewer than 50 times (0.08% of the text). As
+# wiki-sample holds 499 distinct characters, 400 of them seen fewer than 50 times (0.07% of the text). As
 # tokens they would give a 1 x 8 model 4,000 embedding parameters beside 888 in its block.
 MIN_CHAR_COUNT = 50  # a rarer character becomes <unk>: 101 tokens instead of 501
 # PAPER: Muennighoff et al. 2023, §4: up to about 4 epochs, repeated data is worth almost as much as fresh
@@ -59,7 +59,9 @@ PRESET = "auto"  # auto = gpu preset on a GPU, cpu preset on a CPU
 # --- fitting and planning (laws.py) -------------------------------------------------------------------------
 RESAMPLES = 100  # bootstrap resamples for each exponent's interval
 PLAN_MINUTES = 0.0  # > 0: also plan a compute-optimal run of this many minutes on this device
-PLAN_CONSTANTS = "ours"  # ours (the sweep's own fit), paper-rounded, paper-unrounded or epoch-2024
+# paper-rounded (Chinchilla as printed), paper-unrounded, epoch-2024, or ours: the sweep's own Approach 3
+# fit, which the cpu sweep measures over a factor of 4 in compute only (README)
+PLAN_CONSTANTS = "paper-rounded"
 PLAN_ASPECT_RATIO = 32  # d_model / n_layer of the planned shape (GPT-2 small's is 64; tiny models want less)
 
 # --- emergence (emergence.py) ----------------------------------------------------------------------------

@@ -69,9 +69,9 @@ class Run:
     tokens: int  # D = steps x tokens per step, within half a step of C / flops_per_token
 
     @property
-    def name(self) -> str:  # e.g. "kaplan_1e11_2x48": counting, budget, then n_layer x d_model
-        mantissa, exponent = f"{self.budget:.0e}".split("e")
-        return f"{self.counting}_{mantissa}e{int(exponent)}_{self.n_layer}x{self.n_embd}"
+    def name(self) -> str:  # e.g. "kaplan_4e10_2x48", "chinchilla_1.2e11_1x16": counting, budget, shape
+        mantissa, exponent = f"{self.budget:.1e}".split("e")
+        return f"{self.counting}_{mantissa.removesuffix('.0')}e{int(exponent)}_{self.n_layer}x{self.n_embd}"
 
 
 def parse_shape(text: str, head_size: int) -> tuple[int, int]:

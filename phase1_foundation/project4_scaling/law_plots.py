@@ -23,7 +23,7 @@ from phase1_foundation.project4_scaling.plots import new_figure, save_figure
 from phase1_foundation.project4_scaling.results import Sweep
 
 N_LABEL = {"kaplan": "non-embedding parameters N", "chinchilla": "all parameters N (embeddings included)"}
-C_LABEL = {"kaplan": "C = 6ND (FLOPs)", "chinchilla": "C = App. F FLOPs"}
+C_LABEL = {"kaplan": "C = 6ND FLOPs", "chinchilla": "C = App. F FLOPs"}
 
 
 def plot_isoflops(sweep: Sweep, path: Path) -> Path:

@@ -1,21 +1,24 @@
-"""Run the scaling sweep: every model shape at every compute budget, each trained on D = C / (6N) tokens.
+"""Run the scaling sweep: every model shape at every compute budget, under each way the papers count compute.
 
-    uv run python phase1_foundation/project4_scaling/train.py                  # the sweep for your device
-    uv run python phase1_foundation/project4_scaling/train.py --ONLY=1e11_2x48  # train one point again
-    uv run python phase1_foundation/project4_scaling/laws.py                   # then fit the laws to it
+    uv run python phase1_foundation/project4_scaling/train.py                         # both countings
+    uv run python phase1_foundation/project4_scaling/train.py --ONLY=kaplan_2e10_2x16  # one point again
+    uv run python phase1_foundation/project4_scaling/laws.py                          # then fit the laws
 
-Each finished run adds one line to OUT_DIR/results.jsonl: its budget C, non-embedding parameters N, tokens D,
-FLOPs 6ND, final validation loss and wall time. Run the command again and the finished runs are skipped, so
-a sweep stopped by Ctrl-C (or a closed laptop) continues with the run it was in; that run starts again from
-its first step, and ends exactly as it would have.
+A run at budget C reads D = C / (FLOPs per token) tokens: 6N per token under Kaplan's counting (N without
+the embeddings), every matmul's FLOPs under Chinchilla's (App. F, N with them). Each finished run adds one
+line to OUT_DIR/results.jsonl: its counting, budget, N both ways, D, both FLOP counts, final validation loss
+and wall time. Run the command again and the finished runs are skipped, so a sweep stopped by Ctrl-C (or a
+closed laptop) continues with the run it was in; that run starts again from its first step, and ends exactly
+as it would have.
 
 What makes these runs a scaling sweep rather than a set of trainings:
-  * every run reads fresh data in the same order: the same first D tokens, none of them twice;
+  * every run reads the data in the same order: the same first D tokens, each at most MAX_EPOCHS times;
   * its cosine schedule reaches its floor exactly at its last token (PAPER: Chinchilla §3, App. B: the final
     loss is best when the cycle matches the run, and a cycle more than 25% longer hurts; Hoffmann et al.
     name Kaplan et al.'s one schedule for runs of every length as a cause of their 0.73, a cause Porian et
     al. 2024 found not essential: the README weighs the three proposed causes);
-  * its learning rate follows N by Kaplan's rule, so no size is handicapped by a rate tuned for another.
+  * its learning rate follows N by Kaplan's rule (times LR_SCALE), so no size is handicapped by a rate tuned
+    for another.
 """
 
 import math

@@ -18,17 +18,17 @@ within 14% of each other in N, each trained on the D = C / 6N tokens of 3e10 FLO
 The runs go to OUT_DIR (default checkpoints/project4/exercises/ex2_width_vs_depth); a second command reuses
 them.
 
-What you should see (the default command: 1 min 42 s, a 1-thread run on a shared 2-core CPU; the losses do
-not depend on threads, the time does): from d_model / n_layer = 32 down to 4, Kaplan's picture. 1x32 ends at
-2.594, 2x24 0.020 above it and 4x16 0.054 above it (2% of the loss) while the ratio falls 8x; doubling N
-instead, 2x32 at the same budget, moves the loss twice as far, by 0.116 (up, not down: at 3e10 FLOPs the
-chapter's sweep has its best run at 3,312 parameters, so twice 12,768 on half the tokens loses). The fourth
-shape leaves that picture: 15x8, a stream of 8 numbers through 15 single-head layers, ends 0.228 above
-1x32, twice what doubling N cost. Kaplan compared models of millions of parameters, whose narrowest were
-still hundreds of dimensions wide; the "few percent" holds over a wide range of reasonable shapes, not at
-any shape, and a stream this narrow is a bottleneck every layer must squeeze through. Wider was better at
-every step here, and cheaper to run too: the same FLOPs took 8 s as 1x32 and 37 s as 15x8, whose 15 small
-layers run one after another.
+What you should see (the default command: 2 min 5 s, a 1-thread run on a shared 2-core CPU; the losses
+depend on the thread count in their last digits, the time on everything): less of Kaplan's picture than
+at his scale. 4x16 ends lowest, at 2.540; 1x32 0.018 above it and 15x8, a stream of 8 numbers through 15
+single-head layers, 0.084 above; but 2x24 ends 0.137 above, while the ratio d_model / n_layer goes from 0.53
+to 32. Doubling N instead, 2x32 at the same budget, moves the loss by 0.201 (up, not down: at 3e10 FLOPs the
+chapter's sweep has its best runs at 3,312 parameters, so twice 12,768 on half the tokens loses). So the
+shape moved the loss by two thirds of what doubling N did, and not in order of the aspect ratio: at 13k
+parameters and 400k characters these models sit where one run's luck (which step of the plateau it leaves
+at) is as large as the effect of the shape. Kaplan compared models of millions of parameters trained far
+longer; "the shape hardly matters" is a finding at that scale. The same FLOPs took 10 s as 1x32 and 51 s as
+15x8, whose 15 small layers run one after another.
 """
 
 from common.config import load_config

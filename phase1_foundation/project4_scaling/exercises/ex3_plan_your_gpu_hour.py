@@ -23,18 +23,18 @@ train.py shows the MFU of yours in its progress bar. --PLAN_MINUTES (60 here) is
 sweep whose fit is planned with (default: the chapter's). The shapes have heads of the chapter's
 HEAD_SIZE=8; --HEAD_SIZE=64 gives GPT-2's.
 
-What you should see (the default command: 12 s on a shared 2-core CPU; it trains nothing; with the chapter's
-cpu sweep of 25 runs, 3e9 to 1e11 FLOPs, in checkpoints/project4): an hour of an H100 at 30% is C = 1.07e18
-FLOPs. The paper's printed constants spend it on N_opt = 83M parameters and D_opt = 2.1B tokens (26 per
-parameter; shape 19x608), the unrounded ones on 98M and 1.8B (19 per parameter), Epoch AI's refit on 83M
-and 2.1B: the three agree within 17% here, although their exponents differ (a = 0.45, 0.46, 0.51), because
-their lines happen to cross near this budget; they part further out (at GPT-3's 3.14e23 FLOPs, 24.5B
-against 53.0B parameters: see planner.ChinchillaPlanner). Your own sweep's fit says something else entirely:
-a = 0.84, N_opt = 4.5B parameters on 40M tokens, 0.009 tokens per parameter, 54x the paper's model. Its
-exponents were fitted over 1.5 decades of compute (3e9 to 1e11 FLOPs) and are extrapolated 7 decades
-beyond them, from models of 888 to 150k parameters reading characters; a change of 0.1 in a moves N_opt by
-a factor 10^0.7 = 5 at this distance. Exponents measured that small are a guess at the hour, not a plan
-for it: plan with constants fitted at scales near the run, and use your own sweep to check them.
+What you should see (the default command: 14 s on a shared 2-core CPU; it trains nothing; with the
+chapter's cpu sweep in checkpoints/project4): an hour of an H100 at 30% is C = 1.07e18 FLOPs. The paper's
+printed constants spend it on N_opt = 83M parameters and D_opt = 2.1B tokens (26 per parameter; shape
+19x608), the unrounded ones on 98M and 1.8B (19 per parameter), Epoch AI's refit on 83M and 2.1B: the three
+agree within 17% here, although their exponents differ (a = 0.45, 0.46, 0.51), because their lines happen
+to cross near this budget; they part further out (at GPT-3's 3.14e23 FLOPs, 24.5B against 53.0B parameters:
+see planner.ChinchillaPlanner). Your own sweep's fit says something absurd: its Approach 3 surface (Kaplan's
+counting) has a = 0.00, so it asks for 1,070 parameters on 1.7e14 tokens. Its exponents were fitted over a
+factor of 4 in compute (1e10 to 4e10 FLOPs) and are extrapolated 7.4 decades beyond them, from models of a
+few thousand parameters reading characters; at that distance a change of 0.1 in a moves N_opt by a factor
+of 10^0.74 = 5.5. A sweep's fit is a plan only near the budgets it was measured at: plan with constants
+fitted at scales near the run, and use your own sweep to check them.
 """
 
 from pathlib import Path
