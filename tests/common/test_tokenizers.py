@@ -85,7 +85,8 @@ def test_char_tokenizer_ids_and_round_trip(tmp_path):
 
 
 def test_char_tokenizer_keeps_only_characters_seen_min_count_times():
-    tok = CharTokenizer.train(iter(["aab", "ac", "a\u00e9b"]), GPT_SPECIALS, min_count=2)  # a: 4, b: 2, c, é: 1
+    texts = ["aab", "ac", "a\u00e9b"]  # a: 4 times, b: 2, c and é: once
+    tok = CharTokenizer.train(iter(texts), GPT_SPECIALS, min_count=2)
     assert tok.decode(range(5, tok.vocab_size)) == "ab"
     assert tok.encode("ca") == [tok.token_to_id("<unk>"), tok.token_to_id("a")]
 

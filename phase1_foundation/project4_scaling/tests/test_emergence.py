@@ -1,5 +1,7 @@
-"""emergence.py: the addition format and its scratchpad, the edit distance, the evaluator against models whose
-answers we chose, the log-likelihood by hand, and the script end to end at a tiny size."""
+"""emergence.py and its parts: the addition format and its scratchpad (addition.py); the edit distance, the
+metrics on hand-written answers and the evaluator against models whose answers we chose, the log-likelihood by
+hand (evaluate.py); the report's mean and range over seeds on hand-made rows, and the script end to end at a
+tiny size."""
 
 import json
 
@@ -8,20 +10,13 @@ import pytest
 import torch
 from torch import nn
 
-from phase1_foundation.project4_scaling import emergence
-from phase1_foundation.project4_scaling.emergence import (
-    VOCAB,
-    Addition,
-    EmergenceEvaluator,
-    ProblemStream,
-    decode,
-    edit_distance,
-    encode,
-)
+from phase1_foundation.project4_scaling import addition, emergence
+from phase1_foundation.project4_scaling.addition import VOCAB, Addition, ProblemStream, decode, encode
+from phase1_foundation.project4_scaling.evaluate import EmergenceEvaluator, answer_scores, edit_distance
 from phase1_foundation.project4_scaling.model import GPT
 
 TINY = ["--DEVICE=cpu", "--PRESET=cpu", "--EM_SHAPES=1x8,1x16", "--EM_TOKENS=3000", "--EM_BATCH_SIZE=4",
-        "--EM_EVAL_PROBLEMS=16"]
+        "--EM_EVAL_PROBLEMS=16", "--EM_SEEDS=2"]
 PROBLEMS = np.array([[123, 45], [500, 500], [999, 999]])  # answers 0168, 1000, 1998
 EXEMPLARS = np.array([[[1, 2]], [[30, 40]], [[600, 700]]])  # one solved problem before each query
 
@@ -86,7 +81,7 @@ def test_the_training_stream_never_draws_a_held_out_problem_and_scores_only_comp
     drawn = ProblemStream(1, held_out, seed=0).draw(2000)
     assert not {tuple(p) for p in drawn.tolist()} & {tuple(p) for p in held_out.tolist()}
     task = Addition(3, "plain")
-    x, y = emergence.training_batch(task, ProblemStream(3, held_out, seed=0), 2, 1, torch.device("cpu"))
+    x, y = addition.training_batch(task, ProblemStream(3, held_out, seed=0), 2, 1, torch.device("cpu"))
     row = decode(x[0].tolist()) + "\n"
     scored = "".join(row[t + 1] for t in range(y.size(1)) if y[0, t] != -100)
     lines = row.splitlines(keepends=True)[1:]
@@ -102,7 +97,31 @@ def test_edit_distance_on_hand_cases():
     assert edit_distance([1, 2, 3], [3, 2, 1]) == 2
 
 
-# --- the evaluator ------------------------------------------------------------------------------------------
+# --- the metrics and the evaluator -------------------------------------------------------------------------
+
+HAND = {  # four problems, their answers, and a model's answers written by hand
+    "problems": np.array([[123, 45], [500, 500], [999, 999], [250, 250]]),
+    "answers": ["0168", "1000", "1998", "0500"],
+    "lines": ["0168\n", "1001\n", "1998\n", "05\n99"],  # right; last digit wrong; right; cut short after 2
+}
+
+
+def test_exact_match_follows_the_product_of_the_positions_not_the_mean_to_the_lth():
+    scores = answer_scores([line.partition("\n")[0] for line in HAND["lines"]], HAND["answers"])
+    assert scores["exact_match"] == 2 / 4
+    assert scores["digit_accuracy"] == [1, 1, 3 / 4, 2 / 4]  # columns: 4, 4, 3 and 2 of the 4 right
+    assert scores["position_product"] == pytest.approx(1 * 1 * 3 / 4 * 2 / 4)  # 0.375
+    assert scores["per_digit"] == pytest.approx(13 / 16)
+    assert scores["per_digit_power"] == pytest.approx((13 / 16) ** 4)  # 0.436: further from 0.5 than 0.375
+    assert scores["prefix_exact_match"] == [1, 1, 3 / 4, 2 / 4]
+    assert scores["edit_distance"] == pytest.approx((0 + 1 + 0 + 2) / 4)
+    evaluator = EmergenceEvaluator(Addition(3, "plain"), HAND["problems"], np.zeros((4, 1, 2), dtype=int),
+                                   torch.device("cpu"))
+    assert evaluator.answers == HAND["answers"]
+    model_scores = evaluator.score(Scripted(HAND["lines"]))
+    assert {key: model_scores[key] for key in scores} == scores
+
+
 
 def test_an_oracle_scores_exact_match_1_edit_distance_0_and_log_likelihood_0():
     task = Addition(3, "plain")
@@ -167,6 +186,45 @@ def test_the_log_likelihood_is_the_sum_of_the_completion_tokens_log_probabilitie
         assert evaluator.log_likelihood(model)[i].item() == pytest.approx(total, abs=1e-4)
 
 
+# --- the report -------------------------------------------------------------------------------------------
+
+def hand_row(variant, shape, params, seed, exact, digits):
+    """A row as emergence.py writes one, with metrics we chose: digits (L,) are the positions' accuracies."""
+    per_digit = float(np.mean(digits))
+    return {"variant": variant, "shape": shape, "seed": seed, "params": params, "flops": 6.0 * params * 1e6,
+            "exact_match": exact, "per_digit": per_digit, "per_digit_power": per_digit ** len(digits),
+            "position_product": float(np.prod(digits)), "edit_distance": len(digits) * (1 - per_digit),
+            "log_likelihood": -10 * (1 - per_digit), "digit_accuracy": digits,
+            "prefix_exact_match": np.cumprod(digits).tolist(), "seconds": 30.0}
+
+
+def test_the_report_gives_each_size_its_mean_and_range_over_the_seeds(capsys):
+    rows = [  # one size learned the task in one seed of three; seeds listed out of order
+        hand_row("plain", "2x64", 100096, 1339, 0.3, [1.0, 0.9, 0.5, 0.6]),
+        hand_row("plain", "2x64", 100096, 1337, 0.0, [1.0, 0.9, 0.1, 0.1]),
+        hand_row("plain", "2x64", 100096, 1338, 0.9, [1.0, 1.0, 0.9, 1.0]),
+        hand_row("plain", "1x8", 888, 1337, 0.0, [0.5, 0.4, 0.1, 0.1]),
+        hand_row("scratchpad", "2x64", 100096, 1337, 1.0, [1.0, 1.0, 1.0, 1.0]),
+    ]
+    summaries = emergence.report(rows, length=4)
+    assert [(s["variant"], s["shape"], s["seeds"]) for s in summaries] == [
+        ("plain", "1x8", [1337]), ("plain", "2x64", [1337, 1338, 1339]), ("scratchpad", "2x64", [1337])]
+    jump = summaries[1]
+    assert jump["exact_match"] == {"mean": pytest.approx(0.4), "min": 0.0, "max": 0.9,
+                                   "values": [0.0, 0.9, 0.3]}  # in the order of the seeds
+    products = [0.9, 0.01 * 0.9, 0.3 * 0.9]
+    assert jump["position_product"]["mean"] == pytest.approx(np.mean(products))
+    assert jump["position_product"]["min"] == pytest.approx(0.009)
+    assert jump["per_digit"]["mean"] == pytest.approx(np.mean([0.975, 0.525, 0.75]))
+    assert jump["per_digit_power"]["mean"] == pytest.approx(np.mean([0.975**4, 0.525**4, 0.75**4]))
+    assert jump["digit_accuracy"] == pytest.approx([1.0, 14 / 15, 0.5, 17 / 30])
+    assert jump["prefix_product"][-1] == pytest.approx(np.mean(products))
+    out = capsys.readouterr().out
+    assert "0.400 [0.000-0.900]" in out and "0.000 0.900 0.300" in out  # mean [range], then seed by seed
+    assert "scratchpad minus plain, mean exact match at equal compute: 2x64 +0.600" in out
+    assert "5 models, 2.5 min" in out
+
+
 # --- the script ---------------------------------------------------------------------------------------------
 
 def rows(out_dir):
@@ -176,11 +234,14 @@ def rows(out_dir):
 def test_the_script_writes_a_row_per_model_and_the_plots_then_skips_finished_rows(tmp_path, monkeypatch):
     returned = emergence.main([*TINY, f"--OUT_DIR={tmp_path}"])
     written = rows(tmp_path)
-    assert written == returned and [(r["variant"], r["shape"]) for r in written] == [
-        ("plain", "1x8"), ("plain", "1x16"), ("scratchpad", "1x8"), ("scratchpad", "1x16")]
+    models = [("plain", "1x8"), ("plain", "1x16"), ("scratchpad", "1x8"), ("scratchpad", "1x16")]
+    assert written == returned and [(r["variant"], r["shape"], r["seed"]) for r in written] == [
+        (*model, seed) for seed in (1337, 1338) for model in models]  # seed by seed
     for row in written:
         assert row["flops"] == 6 * row["params"] * row["tokens"]
         assert 0 <= row["exact_match"] <= row["per_digit"] <= 1 and row["log_likelihood"] < 0
+        assert row["position_product"] == pytest.approx(np.prod(row["digit_accuracy"]))
+    assert written[0]["log_likelihood"] != written[4]["log_likelihood"]  # two seeds, two models
     plain, scratch = written[1], written[3]
     assert plain["params"] == scratch["params"] == 3312
     assert abs(plain["tokens"] - scratch["tokens"]) < 4 * 60  # equal compute, to within one step...
@@ -190,6 +251,25 @@ def test_the_script_writes_a_row_per_model_and_the_plots_then_skips_finished_row
 
     monkeypatch.setattr(emergence, "train_one", lambda *args: pytest.fail("a finished model trained again"))
     assert emergence.main([*TINY, f"--OUT_DIR={tmp_path}"]) == written
+    assert emergence.main([*TINY, f"--OUT_DIR={tmp_path}", "--EM_SEEDS=1"]) == written[:4]
+    assert rows(tmp_path) == written  # the other seed's rows stay in the file
+
+
+def test_every_training_seed_is_scored_on_the_same_held_out_problems(tmp_path, monkeypatch):
+    drawn = []
+    held_out = EmergenceEvaluator.held_out.__func__
+
+    def spy(cls, task, count, shots, seed, device):
+        drawn.append(seed)
+        return held_out(cls, task, count, shots, seed, device)
+
+    monkeypatch.setattr(EmergenceEvaluator, "held_out", classmethod(spy))
+    for seed in (1, 2):
+        emergence.main([*TINY, f"--OUT_DIR={tmp_path / str(seed)}", f"--SEED={seed}", "--EM_SHAPES=1x8",
+                        "--EM_VARIANTS=plain", "--EM_SEEDS=1"])
+    assert drawn == [0, 0]  # EM_EVAL_SEED, whatever SEED is
+    first, second = rows(tmp_path / "1")[0], rows(tmp_path / "2")[0]
+    assert (first["seed"], second["seed"]) == (1, 2) and first["log_likelihood"] != second["log_likelihood"]
 
 
 def test_ctrl_c_keeps_the_finished_models_and_a_rerun_trains_the_rest(tmp_path, monkeypatch, capsys,
@@ -199,10 +279,10 @@ def test_ctrl_c_keeps_the_finished_models_and_a_rerun_trains_the_rest(tmp_path, 
         emergence.main([*TINY, f"--OUT_DIR={tmp_path}"])
     assert stop.value.code == 0 and "run the same command again" in capsys.readouterr().out
     first = rows(tmp_path)
-    assert [(r["variant"], r["shape"]) for r in first] == [("plain", "1x8")]
+    assert [(r["variant"], r["shape"], r["seed"]) for r in first] == [("plain", "1x8", 1337)]
     monkeypatch.undo()
     emergence.main([*TINY, f"--OUT_DIR={tmp_path}"])
-    assert rows(tmp_path)[0] == first[0] and len(rows(tmp_path)) == 4
+    assert rows(tmp_path)[0] == first[0] and len(rows(tmp_path)) == 8
 
 
 @pytest.mark.parametrize("setting, message", [
@@ -212,6 +292,7 @@ def test_ctrl_c_keeps_the_finished_models_and_a_rerun_trains_the_rest(tmp_path, 
     ("--EM_TOKENS=10", "less than one batch"),
     ("--EM_EVAL_PROBLEMS=0", "hold out at least 1"),
     ("--EM_BATCH_SIZE=0", "must be at least 1"),
+    ("--EM_SEEDS=0", "must be at least 1"),
 ])
 def test_a_bad_setting_is_one_line(setting, message, tmp_path):
     with pytest.raises(SystemExit, match=message) as stop:
@@ -221,6 +302,12 @@ def test_a_bad_setting_is_one_line(setting, message, tmp_path):
 
 def test_results_made_with_other_settings_are_refused_not_mixed(tmp_path):
     emergence.main([*TINY, f"--OUT_DIR={tmp_path}", "--EM_SHAPES=1x8", "--EM_VARIANTS=plain", "--EM_LR=2e-3"])
-    with pytest.raises(SystemExit, match=r"other settings \(EM_LR 0.002 -> 0.001\); pass --OUT_DIR") as stop:
+    refused = r"other settings \(EM_LR 0.002 \(now 0.001\)\); pass --OUT_DIR"
+    with pytest.raises(SystemExit, match=refused) as stop:
         emergence.main([*TINY, f"--OUT_DIR={tmp_path}", "--EM_LR=1e-3"])
     assert "\n" not in str(stop.value)
+    row = rows(tmp_path)[0]
+    del row["seed"]  # a row that does not say which seed trained it
+    (tmp_path / "emergence.jsonl").write_text(json.dumps(row) + "\n")
+    with pytest.raises(SystemExit, match="has no seed"):
+        emergence.main([*TINY, f"--OUT_DIR={tmp_path}", "--EM_LR=2e-3"])
