@@ -54,11 +54,16 @@ def save_checkpoint(path: Path, state: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     # A leading dot and a .tmp suffix keep half-written files out of find_checkpoint's sight.
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
+        # Given a name, torch.save writes the file from C++. Given a Python file object, a second Ctrl-C
+        # could land inside one of its writes and come out of C++ as a RuntimeError, read here as a full disk.
+        torch.save(state, tmp_name)
+        fd = os.open(tmp_name, os.O_RDWR)  # read-write: Windows will not fsync a read-only handle
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp_name, path)
     except (OSError, RuntimeError) as e:  # torch.save reports a full disk as a RuntimeError
         raise SystemExit(

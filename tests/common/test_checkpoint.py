@@ -1,6 +1,7 @@
 import dataclasses
 import random
 import shutil
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -68,8 +69,8 @@ def test_round_trip_loads_with_weights_only(tmp_path):
 def test_crash_mid_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
     good = save_checkpoint(tmp_path / "gpt.pt", make_state(1))
 
-    def crash_halfway(obj, f):
-        f.write(b"PK\x03\x04 half a checkpoint")
+    def crash_halfway(obj, name):
+        Path(name).write_bytes(b"PK\x03\x04 half a checkpoint")
         raise KeyboardInterrupt  # Ctrl-C in the middle of torch.save
 
     monkeypatch.setattr(torch, "save", crash_halfway)
@@ -82,8 +83,8 @@ def test_crash_mid_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
 def test_write_error_is_one_line_and_keeps_previous(tmp_path, monkeypatch):
     good = save_checkpoint(tmp_path / "gpt.pt", make_state(1))
 
-    def disk_full(obj, f):
-        f.write(b"PK\x03\x04")
+    def disk_full(obj, name):
+        Path(name).write_bytes(b"PK\x03\x04")
         raise RuntimeError("[enforce fail at inline_container.cc] unexpected pos\nmore detail")
 
     monkeypatch.setattr(torch, "save", disk_full)
