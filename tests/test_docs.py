@@ -207,8 +207,8 @@ def in_order(lines: list[str], output: list[str]) -> bool:
 
 @pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.stem)
 def test_notebook_runs_and_draws_its_figures(path, tmp_path, monkeypatch):
-    """Executed as a learner's Jupyter would, at the small size; the assertions inside (rows of attention
-    weights sum to 1, a permuted sentence without positions gives the same outputs, ...) must hold."""
+    """Executed as a learner's Jupyter would, at the small size; the assertions inside (changing a token moves
+    no earlier output, a permuted sentence without positions gives the same outputs, ...) must hold."""
     figures, checkpoints = tmp_path / "figures", tmp_path / "no-checkpoints"
     checkpoints.mkdir()
     monkeypatch.setenv("DOCS_SMALL", "1")
@@ -241,7 +241,7 @@ def test_trained_gpt_looks_inside_chapter_1s_newest_checkpoint(corpus_file, tmp_
                 "--EVAL_INTERVAL=5", "--EVAL_ITERS=1", "--SAMPLE_TOKENS=5"])
     monkeypatch.setenv("DOCS_CHECKPOINTS", str(checkpoints))
     monkeypatch.syspath_prepend(str(NOTEBOOKS))
-    from trained_gpt import attention_weights, trained_gpt
+    from trained_gpt import attention_weights, outputs_moved, trained_gpt
 
     model, tokenizer, about = trained_gpt()
     assert about.startswith("chapter 1 checkpoint gpt_iter10_") and not model.training
@@ -252,3 +252,4 @@ def test_trained_gpt_looks_inside_chapter_1s_newest_checkpoint(corpus_file, tmp_
     for w in weights:
         torch.testing.assert_close(w.sum(dim=-1), torch.ones(1, 2, T))
         assert (w.triu(1) == 0).all()
+    assert torch.equal(outputs_moved(model, idx), torch.ones(T, T, dtype=torch.bool).triu())  # causal

@@ -2,6 +2,7 @@
 
     model, tokenizer, about = trained_gpt()      # chapter 1's checkpoint, or a tiny GPT trained here
     weights = attention_weights(model, idx)      # per layer: (B, n_head, T, T), the weights the model used
+    moved = outputs_moved(model, idx)            # (T, T): which outputs change when one token changes
 
 Attention weights of an untrained model are close to uniform and show nothing, so the notebooks need a
 trained one. Chapter 1's `train.py` leaves one in checkpoints/project1; where it has not been run (and in the
@@ -133,7 +134,28 @@ def attention_weights(model: GPT, idx: Tensor) -> list[Tensor]:
         weights, v = _weights_and_values(block.attn, x)
         y = (weights @ v).transpose(1, 2).reshape(x.shape)  # (B, T, C)
         difference = (block.attn.c_proj(y) - out).abs().max().item()
-        if difference > 1e-5:
+        if difference > 1e-5 * max(1.0, out.abs().max().item()):  # float32 rounding, relative to the output
             raise AssertionError(f"recomputed attention differs from the module's output by {difference:.1e}")
         layers.append(weights)
     return layers
+
+
+@torch.no_grad()
+def outputs_moved(model: GPT, idx: Tensor) -> Tensor:
+    """moved[t, i]: whether the model's output (logits) at position i changes when token t of idx (1, T) is
+    replaced by another. Returns (T, T) bool.
+
+    A test of causality on the model itself, whichever attention path it runs: nothing of ours is recomputed.
+    A causal model's output at i reads tokens 0..i only, so row t must be False before t, exactly: the
+    outputs there are compared bit for bit (torch.equal, no tolerance), and True from t on, where the changed
+    token is read. A model that could see the future fails it.
+    """
+    T = idx.shape[1]
+    logits = model(idx)[0][0]  # (T, V)
+    moved = torch.zeros(T, T, dtype=torch.bool)
+    for t in range(T):
+        other = idx.clone()
+        other[0, t] = (other[0, t] + 1) % model.config.vocab_size  # another token at t, nothing else changed
+        changed = model(other)[0][0]  # (T, V); one sequence at a time, as idx was: the same kernels run
+        moved[t] = torch.tensor([not torch.equal(a, b) for a, b in zip(logits, changed, strict=True)])
+    return moved
