@@ -42,11 +42,11 @@ new set of positions where the addition has to be learned again. While choosing 
 exemplars no model up to 150k parameters learned the last two digits in 1.5M tokens; with one, models of
 57k and 100k did in 1M.
 
-What the cpu preset measured (six sizes, two variants, three seeds: 36 models, 6.4 minutes of training and
-scoring on two CPU cores): plain exact match stayed at 0.012 or less in all nine runs up to 25k parameters;
-above that each seed jumped at its own size, seed 1338 at 57k (0.784), seeds 1337 and 1339 at 100k (0.970,
-0.980), and seed 1338's 100k model fell back to 0.070, seed 1339's 224k model to 0.776. The means over the
-seeds, 0.267, 0.673 and 0.920 at 57k, 100k and 224k, rise more gently than any one run. Below the jump the
+What the cpu preset measured (six sizes, two variants, three seeds: 36 models, 5.1 minutes of training and
+scoring on two idle CPU cores): plain exact match stayed at 0.012 or less in all nine runs up to 25k
+parameters; above that each seed jumped at its own size, seed 1338 at 57k (0.784), seeds 1337 and 1339 at 100k
+(0.970, 0.980), and seed 1338's 100k model fell back to 0.070, seed 1339's 224k model to 0.776. The means over
+the seeds, 0.267, 0.673 and 0.920 at 57k, 100k and 224k, rise more gently than any one run. Below the jump the
 continuous metrics showed what exact match hid: from 3.3k parameters on the models got the first digit right
 98% of the time or more and the second 81-97%, while the last two stayed at chance (0.1); per-digit accuracy^4
 (0.071 at 3.3k) overstated exact match (0.008), and the product of the four positions' accuracies stayed
