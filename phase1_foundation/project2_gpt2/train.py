@@ -87,7 +87,10 @@ def main(argv: list[str] | None = None) -> dict | None:
     cfg = load_config(config, argv)
     rank, world_size, device = parallel.start_processes(cfg)
     try:
-        return train(cfg, rank, world_size, device)
+        summary = train(cfg, rank, world_size, device)
+        if world_size > 1:
+            dist.barrier()  # leave together: a group torn down while a peer still sends to it can abort
+        return summary
     except RuntimeError as error:
         lost = parallel.lost_a_process(error) if world_size > 1 else None
         if lost is None:
