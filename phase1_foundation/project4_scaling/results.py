@@ -11,12 +11,13 @@ runs as columns, with N and C read as that counting reads them: what every fit i
 """
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+
+from common.tokenizers import write_atomic
 
 # What the fits read from each row of results.jsonl; a row without one of these was made by an older train.py
 SWEEP_FIELDS = ("name", "counting", "budget", "params", "params_total", "tokens", "flops", "flops_chinchilla",
@@ -78,11 +79,7 @@ def read_results(path: str | Path, fields: tuple[str, ...] = (), settings: dict 
 
 def write_results(path: str | Path, rows: list[dict]) -> None:
     """The whole file again, atomically: a stop at any moment leaves the old file or the new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(Path(path), "".join(json.dumps(row) + "\n" for row in rows).encode("utf-8"))
 
 
 def countings_in(rows: list[dict]) -> list[str]:
