@@ -151,6 +151,11 @@ class GPT(nn.Module):
         # Tied head: the score of token v is the dot product of the final state with v's own embedding, and
         # the V x C matrix is stored and learned once.
         self.lm_head.weight = self.wte.weight
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        """GPT-2's initialisation of every weight: a method of its own, so that it can be written and checked
+        alone (`uv run learn start 2.scaled_init`)."""
         self.apply(self._init_weights)
         # PAPER: GPT-2 §2.3 scales "the weights of residual layers at initialization by a factor of 1/sqrt(N)
         # where N is the number of residual layers". Each block adds to the residual stream twice (attention,
@@ -160,7 +165,7 @@ class GPT(nn.Module):
         # scaling but only ever draws N(0, 0.02) is an easy slip, and tests/test_model.py measures the std.
         for name, param in self.named_parameters():
             if name.endswith("c_proj.weight"):
-                nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+                nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * self.config.n_layer))
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:

@@ -97,6 +97,30 @@ def truncated_lengths(len_a: np.ndarray, len_b: np.ndarray, max_tokens: int) -> 
     return np.where(over, max_tokens - keep_b, len_a), np.where(over, keep_b, len_b)
 
 
+def pair_layout(tokens: np.ndarray, a: np.ndarray, b: np.ndarray,
+                block_size: int) -> tuple[Tensor, Tensor, Tensor]:
+    """[CLS] A [SEP] B [SEP] [PAD]... for the token ranges [start, end) of A and of B (B, 2), which fit in
+    block_size: ids, segment ids and attention mask, (B, block_size) long each. PairBatches.next's layout
+    step, a function of its own so that `uv run learn` can ask for it."""
+    B, T = len(a), block_size
+    len_a, len_b = a[:, 1:] - a[:, :1], b[:, 1:] - b[:, :1]  # (B, 1)
+    # Each position's place in [CLS] A [SEP] B [SEP] [PAD]..., worked out for the whole batch at once.
+    position = np.arange(T)[None, :]  # (1, T)
+    in_a = (position >= 1) & (position <= len_a)  # (B, T)
+    in_b = (position >= len_a + 2) & (position < len_a + len_b + 2)  # (B, T)
+    real = position < len_a + len_b + 3  # (B, T): everything but padding
+    source = np.where(in_a, a[:, :1] + position - 1, b[:, :1] + position - len_a - 2)  # (B, T)
+    ids = np.where(in_a | in_b, tokens[np.where(in_a | in_b, source, 0)], PAD_ID)  # (B, T)
+    ids[:, 0] = CLS_ID
+    ids[np.arange(B), len_a[:, 0] + 1] = SEP_ID  # closes A
+    ids[np.arange(B), len_a[:, 0] + len_b[:, 0] + 2] = SEP_ID  # closes B
+    ids = torch.from_numpy(ids.astype(np.int64))
+    # PAPER: BERT §3 Fig. 2, segment embedding E_B for B and its closing [SEP], E_A before them
+    segments = torch.from_numpy((real & (position >= len_a + 2)).astype(np.int64))
+    attention = torch.from_numpy(real.astype(np.int64))
+    return ids, segments, attention
+
+
 class PairBatches:
     """Batches of [CLS] A [SEP] B [SEP] pairs, masked, from one split's sentence files (see download_data.py).
 
@@ -197,24 +221,9 @@ class PairBatches:
 
     def next(self) -> dict[str, Tensor]:
         """input_ids (masked), segment_ids, attention_mask, mlm_labels: (B, T) long; nsp_labels: (B,) long."""
-        B, T = self.batch_size, self.block_size
         a, b, nsp = self._draw_pairs()
         self._truncate(a, b)
-        len_a, len_b = a[:, 1:] - a[:, :1], b[:, 1:] - b[:, :1]  # (B, 1)
-        # Each position's place in [CLS] A [SEP] B [SEP] [PAD]..., worked out for the whole batch at once.
-        position = np.arange(T)[None, :]  # (1, T)
-        in_a = (position >= 1) & (position <= len_a)  # (B, T)
-        in_b = (position >= len_a + 2) & (position < len_a + len_b + 2)  # (B, T)
-        real = position < len_a + len_b + 3  # (B, T): everything but padding
-        source = np.where(in_a, a[:, :1] + position - 1, b[:, :1] + position - len_a - 2)  # (B, T)
-        ids = np.where(in_a | in_b, self.tokens[np.where(in_a | in_b, source, 0)], PAD_ID)  # (B, T)
-        ids[:, 0] = CLS_ID
-        ids[np.arange(B), len_a[:, 0] + 1] = SEP_ID  # closes A
-        ids[np.arange(B), len_a[:, 0] + len_b[:, 0] + 2] = SEP_ID  # closes B
-        ids = torch.from_numpy(ids.astype(np.int64))
-        # PAPER: BERT §3 Fig. 2, segment embedding E_B for B and its closing [SEP], E_A before them
-        segments = torch.from_numpy((real & (position >= len_a + 2)).astype(np.int64))
-        attention = torch.from_numpy(real.astype(np.int64))
+        ids, segments, attention = pair_layout(self.tokens, a, b, self.block_size)  # (B, T) each
         input_ids, mlm_labels = mask_tokens(ids, generator=self.generator, **self.masking)
         batch = dict(input_ids=input_ids, segment_ids=segments, attention_mask=attention,
                      mlm_labels=mlm_labels, nsp_labels=torch.from_numpy(nsp))

@@ -1,0 +1,295 @@
+"""How `uv run learn check` decides whether a learner's function is right.
+
+A task (`Task`) names one function of a chapter, or a small group, and a check: a function that receives two
+versions of the file, the course's and the learner's, loaded side by side as modules, and compares them
+on random inputs, case by case. Each case ends ✓ or ✗ with the first difference in plain words: where the
+outputs first differ, by how much, and the input that made them differ. When every case passes, the
+chapter's own tests that exercise the function run against the learner's code (parity with `transformers`,
+causality, masking statistics).
+
+Each chapter lists its tasks in exercises/tasks.py; common/learn.py is the command.
+"""
+
+import contextlib
+import importlib
+import json
+import linecache
+import math
+import os
+import random
+import sys
+import traceback
+import types
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from common.learn_source import get_function, replace_function
+
+NOT_WRITTEN = "not written yet"
+STARS = {1: "★", 2: "★★", 3: "★★★"}
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A classic mistake, written as edits of the course's function: each `old` text becomes `new`.
+    The course's tests write each one in and assert that the task's check reports ✗."""
+
+    name: str  # what a learner did: "no 1/sqrt(hs) scaling"
+    edits: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One function (or a small group) a learner writes, and how to check it."""
+
+    id: str  # "<chapter>.<name>", e.g. "1.attention"
+    title: str  # what it is, in a few words: "causal multi-head attention"
+    file: str  # the file that holds it, relative to the repository: "phase1_foundation/project1_gpt/model.py"
+    functions: tuple[str, ...]  # qualified names in that file: ("CausalSelfAttention.forward",)
+    difficulty: int  # 1 to 3 stars: about 5, 15 or 30 minutes
+    asks: str  # what to write, a few sentences: the stub shows it
+    hints: tuple[str, ...]  # given one at a time by `learn hint`, the last nearly the answer
+    check: Callable  # check(course, yours, case): compares the two modules, case by case
+    tests: tuple[str, ...] = ()  # pytest node ids of the chapter's own tests that exercise the function
+    mistakes: tuple[Mistake, ...] = ()  # at least two: the cases must catch each of them
+
+    @property
+    def chapter(self) -> int:
+        return int(self.id.split(".")[0])
+
+
+class Mismatch(AssertionError):
+    """A case's outputs differ; the message says where and how, in plain words."""
+
+
+@dataclass
+class Result:
+    name: str
+    passed: bool
+    message: str = ""
+
+
+def _describe(x) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"a tensor of shape {tuple(x.shape)} ({x.dtype})"
+    return f"{type(x).__name__} {x!r}"[:120]
+
+
+def _close(a: float, b: float, atol: float, rtol: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return abs(a - b) <= atol + rtol * abs(b)
+
+
+class Case:
+    """What a check compares within one case: `case.close(yours, course)` for numbers and tensors,
+    `case.equal(yours, course)` for what must match exactly (token ids, lists, masks)."""
+
+    def __init__(self, given: str = ""):
+        self.given = given  # the input, in words, added to any difference reported
+
+    def fail(self, message: str):
+        raise Mismatch(message + (f" (input: {self.given})" if self.given else ""))
+
+    def close(self, yours, course, what: str = "the output", atol: float = 1e-5, rtol: float = 1e-5):
+        """Equal within atol + rtol * |course|, element by element; tuples and lists item by item."""
+        if isinstance(course, tuple | list):
+            if not isinstance(yours, tuple | list) or len(yours) != len(course):
+                self.fail(f"{what} is {_describe(yours)}; the course's is {_describe(course)}")
+            for i, (a, b) in enumerate(zip(yours, course, strict=True)):
+                self.close(a, b, f"{what}[{i}]", atol, rtol)
+            return
+        if not isinstance(course, torch.Tensor):
+            if isinstance(yours, torch.Tensor) and yours.numel() == 1:
+                yours = yours.item()
+            if not isinstance(yours, int | float | np.number) or not _close(yours, course, atol, rtol):
+                self.fail(f"{what} is {_describe(yours)}; the course's is {_describe(course)}")
+            return
+        if not isinstance(yours, torch.Tensor):
+            self.fail(f"{what} is {_describe(yours)}; the course's is {_describe(course)}")
+        if yours.shape != course.shape:
+            self.fail(f"{what} has shape {tuple(yours.shape)}; the course's has shape {tuple(course.shape)}")
+        if yours.dtype.is_floating_point != course.dtype.is_floating_point:
+            self.fail(f"{what} has dtype {yours.dtype}; the course's has {course.dtype}")
+        a, b = yours.detach().double().cpu(), course.detach().double().cpu()
+        bad = ~torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+        if bad.any():
+            where = tuple(bad.nonzero()[0].tolist())
+            gap = (a - b).abs().nan_to_num(float("inf"))
+            self.fail(f"{what} differs first at index {list(where)}: yours {a[where].item():.6g}, the "
+                      f"course's {b[where].item():.6g}; {int(bad.sum()):,} of {bad.numel():,} values differ, "
+                      f"by up to {gap.max().item():.3g}")
+
+    def equal(self, yours, course, what: str = "the output"):
+        """Exactly equal: tensors element by element, anything else by ==."""
+        if isinstance(course, torch.Tensor):
+            if not isinstance(yours, torch.Tensor):
+                self.fail(f"{what} is {_describe(yours)}; the course's is {_describe(course)}")
+            if yours.shape != course.shape:
+                self.fail(f"{what} has shape {tuple(yours.shape)}; the course's has shape "
+                          f"{tuple(course.shape)}")
+            bad = yours.cpu() != course.cpu()
+            if bad.any():
+                where = tuple(bad.nonzero()[0].tolist())
+                self.fail(f"{what} differs first at index {list(where)}: yours {yours[where].item()}, the "
+                          f"course's {course[where].item()}; {int(bad.sum()):,} of {bad.numel():,} differ")
+            return
+        if isinstance(course, list | tuple) and isinstance(yours, list | tuple) and len(yours) == len(course):
+            for i, (a, b) in enumerate(zip(yours, course, strict=True)):
+                if a != b:
+                    self.fail(f"{what} differs first at item {i}: yours {a!r}, the course's {b!r}")
+        if yours != course:
+            self.fail(f"{what} is {_describe(yours)}; the course's is {_describe(course)}")
+
+    def true(self, condition: bool, message: str):
+        """A property the output must have, e.g. rows that sum to 1; `message` says what went wrong."""
+        if not condition:
+            self.fail(message)
+
+
+class Cases:
+    """Runs a task's cases, each from the same seeds, and keeps a ✓ or ✗ for each."""
+
+    def __init__(self, yours_filename: str):
+        self.yours_filename = yours_filename
+        self.results: list[Result] = []
+
+    @contextlib.contextmanager
+    def __call__(self, name: str, given: str = "") -> Iterator[Case]:
+        torch.manual_seed(0)
+        random.seed(0)
+        np.random.seed(0)
+        try:
+            yield Case(given)
+        except NotImplementedError:
+            self.results.append(Result(name, False, NOT_WRITTEN))
+        except Mismatch as e:
+            self.results.append(Result(name, False, str(e)))
+        except Exception as e:  # the learner's code raised: say what and where in their function
+            self.results.append(Result(name, False, self._raised(e)))
+        else:
+            self.results.append(Result(name, True))
+
+    def _raised(self, error: Exception) -> str:
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == self.yours_filename]
+        where = f" at `{frames[-1].line}`" if frames and frames[-1].line else ""
+        return f"raised {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}{where}"
+
+
+def load_module(text: str, filename: str, name: str) -> types.ModuleType:
+    """Run a module's source under a name of its own, so that two versions of one file can live side by
+    side. Its imports resolve as usual, to the course's other files."""
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    lines = text.splitlines(keepends=True)
+    linecache.cache[filename] = (len(text), None, lines, filename)  # tracebacks can then show its lines
+    sys.modules[name] = module  # dataclasses look their module up here
+    try:
+        exec(compile(text, filename, "exec"), module.__dict__)
+    finally:
+        del sys.modules[name]
+    return module
+
+
+def with_functions(course_text: str, task: Task, sources: dict[str, str]) -> str:
+    """The course's file with the task's functions replaced by `sources` (qualified name -> source)."""
+    text = course_text
+    for qualname in task.functions:
+        text = replace_function(text, qualname, sources[qualname])
+    return text
+
+
+def functions_of(text: str, task: Task) -> dict[str, str]:
+    return {qualname: get_function(text, qualname) for qualname in task.functions}
+
+
+def compare(task: Task, course_text: str, sources: dict[str, str]) -> list[Result]:
+    """The task's cases, the course's file against the same file holding `sources` for the task's
+    functions. Nothing is written to disk."""
+    path = task.file
+    yours_filename = f"{path} (yours)"
+    course = load_module(course_text, path, f"_learn_course_{task.id.replace('.', '_')}")
+    cases = Cases(yours_filename)
+    try:
+        yours = load_module(with_functions(course_text, task, sources), yours_filename,
+                            f"_learn_yours_{task.id.replace('.', '_')}")
+    except Exception as e:  # a syntax error, or code at the top level of the file that raised
+        return [Result("your file loads", False, f"{type(e).__name__}: {e}")]
+    with torch.random.fork_rng(), warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # a wrong function may overflow; its case says so as ✗
+        task.check(course, yours, cases)
+    if not cases.results:
+        raise RuntimeError(f"task {task.id}'s check ran no case")
+    return cases.results
+
+
+class _Collector:
+    """A pytest plugin that keeps each test's outcome and the first line of its failure."""
+
+    def __init__(self):
+        self.results: dict[str, Result] = {}
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call" or report.outcome != "passed":
+            message = ""
+            if report.failed:
+                text = report.longreprtext.strip().splitlines()
+                errors = [line for line in text if line.startswith("E ")]
+                message = (errors[0][1:].strip() if errors else text[-1] if text else "failed")[:300]
+            if report.skipped:
+                message = "skipped: " + str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else "")
+            previous = self.results.get(report.nodeid)
+            if previous is None or previous.passed:
+                self.results[report.nodeid] = Result(report.nodeid, report.passed or report.skipped, message)
+
+
+def run_tests(node_ids: list[str]) -> list[Result]:
+    """Run the given tests of the chapter with pytest in this process, quietly, and return each outcome."""
+    import pytest
+
+    collector = _Collector()
+    args = ["-q", "-p", "no:cacheprovider", "--no-header", "-o", "addopts=--import-mode=importlib",
+            *node_ids]
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+        code = pytest.main(args, plugins=[collector])
+    results = list(collector.results.values())
+    if code not in (0, 1) or not results:  # collection failed: a test file did not import, a node is missing
+        results.append(Result("the chapter's tests could be collected", False, f"pytest exited {int(code)}"))
+    return results
+
+
+def all_tasks(root) -> list[Task]:
+    """Every chapter's tasks, from phase1_foundation/<chapter>/exercises/tasks.py, in chapter order."""
+    tasks = []
+    for path in sorted(root.glob("phase1_foundation/*/exercises/tasks.py")):
+        tasks += importlib.import_module(".".join(path.relative_to(root).with_suffix("").parts)).TASKS
+    return sorted(tasks, key=lambda task: task.chapter)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m common.learn_check compare|tests JOB OUT`, which `learn check` runs in a fresh process
+    inside a copy of the course, so that the imports of the course's other files find the course's code.
+
+    compare: JOB holds {"sources": {task id: {function: source}}}; the course's text is the file on disk.
+    tests: JOB holds {"tests": [node ids]}, run against the files on disk (where the learner's code now is).
+    """
+    stage, job, out = argv or sys.argv[1:]
+    spec = json.loads(Path(job).read_text(encoding="utf-8"))
+    if stage == "compare":
+        tasks = {task.id: task for task in all_tasks(Path.cwd())}
+        results = {task_id: [vars(r) for r in compare(tasks[task_id],
+                                                      Path(tasks[task_id].file).read_text(encoding="utf-8"),
+                                                      sources)]
+                   for task_id, sources in spec["sources"].items()}
+    else:
+        results = [vars(r) for r in run_tests(spec["tests"])]
+    Path(out).write_text(json.dumps(results), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,300 @@
+"""Build it yourself: chapter 1's functions for you to write, and how `uv run learn check` tests them.
+
+Each check builds the course's version and yours from the same random weights, runs both on the same
+random inputs (several shapes, T = 1 included) and compares. `uv run learn list` shows the tasks.
+"""
+
+import importlib
+
+import torch
+import torch.nn.functional as F
+
+from common.learn_check import Mistake, Task
+from common.tokenizers import CharTokenizer
+
+CHAPTER = "phase1_foundation.project1_gpt"
+TESTS = "phase1_foundation/project1_gpt/tests/"
+SMALL = dict(vocab_size=23, block_size=16, n_layer=2, n_head=4, n_embd=32, dropout=0.0)
+
+
+def _config(module, **changes):
+    """A small GPTConfig from `module` (model.py, the course's or yours)."""
+    return module.GPTConfig(**{**SMALL, **changes})
+
+
+def check_attention(course, yours, case):
+    for fast in (False, True):
+        path = "fast (scaled_dot_product_attention)" if fast else "explicit"
+        for T in (1, 5, 16):
+            with case(f"{path} path, T = {T}", given=f"x = torch.randn(2, {T}, 32), 4 heads") as c:
+                ref = course.CausalSelfAttention(_config(course, fast_attention=fast)).eval()
+                mine = yours.CausalSelfAttention(_config(yours, fast_attention=fast)).eval()
+                mine.load_state_dict(ref.state_dict())
+                x = torch.randn(2, T, 32)
+                c.close(mine(x), ref(x))
+    with case("explicit path without the mask (causal=False)", given="x = torch.randn(2, 9, 32)") as c:
+        ref = course.CausalSelfAttention(_config(course, fast_attention=False, causal=False)).eval()
+        mine = yours.CausalSelfAttention(_config(yours, fast_attention=False, causal=False)).eval()
+        mine.load_state_dict(ref.state_dict())
+        x = torch.randn(2, 9, 32)
+        c.close(mine(x), ref(x))
+    with case("gradients flow back to the input", given="x = torch.randn(1, 6, 32), explicit path") as c:
+        ref = course.CausalSelfAttention(_config(course, fast_attention=False)).eval()
+        mine = yours.CausalSelfAttention(_config(yours, fast_attention=False)).eval()
+        mine.load_state_dict(ref.state_dict())
+        x1 = torch.randn(1, 6, 32, requires_grad=True)
+        x2 = x1.detach().clone().requires_grad_()
+        (ref(x1) ** 2).sum().backward()
+        (mine(x2) ** 2).sum().backward()
+        c.close(x2.grad, x1.grad, "the input's gradient")
+
+
+def check_block(course, yours, case):
+    for pre_ln, name in ((False, "post-LN (GPT-1)"), (True, "pre-LN (GPT-2)")):
+        for T in (1, 7):
+            with case(f"{name}, T = {T}", given=f"x = torch.randn(2, {T}, 32) * 3 + 1") as c:
+                ref = course.Block(_config(course, pre_ln=pre_ln)).eval()
+                mine = yours.Block(_config(yours, pre_ln=pre_ln)).eval()
+                for p in ref.parameters():  # LayerNorms away from the identity, so that each one counts
+                    torch.nn.init.normal_(p, 0.5, 0.5)
+                mine.load_state_dict(ref.state_dict())
+                x = torch.randn(2, T, 32) * 3 + 1
+                c.close(mine(x), ref(x), atol=1e-4)
+
+
+def check_lm_loss(course, yours, case):
+    for B, K, T, V in ((2, 1, 6, 12), (3, 2, 9, 17), (1, 3, 2, 5)):
+        with case(f"{B * K} sequences of {T} tokens", given=f"ids (B={B}, K={K}, T={T}), random <|extract|> "
+                  "positions, the padding after them random too") as c:
+            ids = torch.randint(0, V, (B, K, T))
+            extract_at = torch.randint(1, T, (B, K))
+            logits = torch.randn(B * K, T, V)
+            c.close(yours.lm_loss(logits, ids, extract_at), course.lm_loss(logits, ids, extract_at))
+    with case("<|extract|> at the last position (no padding)", given="ids (2, 1, 5), extract_at = 4") as c:
+        ids, extract_at, logits = torch.randint(0, 9, (2, 1, 5)), torch.full((2, 1), 4), torch.randn(2, 5, 9)
+        c.close(yours.lm_loss(logits, ids, extract_at), course.lm_loss(logits, ids, extract_at))
+
+
+def _tiny_gpt(seed: int):
+    """A small GPT whose next-token distribution is far from uniform (the likeliest token about 1/3)."""
+    model_module = importlib.import_module(f"{CHAPTER}.model")
+    torch.manual_seed(seed)
+    model = model_module.GPT(model_module.GPTConfig(vocab_size=12, block_size=8, n_layer=1, n_head=2,
+                                                    n_embd=16, dropout=0.0)).eval()
+    with torch.no_grad():
+        model.wte.weight.normal_(0, 0.15)
+    return model
+
+
+def check_generate(course, yours, case):
+    model = _tiny_gpt(0)
+    prompt = torch.randint(0, 12, (3, 5))
+    with case("top_k = 1 is greedy: the same tokens as the course", given="3 prompts of 5 tokens") as c:
+        c.equal(yours.generate(model, prompt, 12, temperature=0.8, top_k=1),
+                course.generate(model, prompt, 12, temperature=0.8, top_k=1))
+    with case("a prompt longer than block_size (8) slides the window", given="prompt of 11 tokens") as c:
+        long = torch.randint(0, 12, (2, 11))
+        out = yours.generate(model, long, 3, top_k=1)
+        c.equal(out, course.generate(model, long, 3, top_k=1))
+    N = 6000
+    one = torch.randint(0, 12, (1, 4))
+    with torch.no_grad():
+        logits = model(one)[0][0, -1]  # (V,)
+    for temperature, top_k in ((1.0, None), (0.5, None), (1.5, 4)):
+        scaled = logits / temperature
+        if top_k is not None:
+            scaled = scaled.masked_fill(scaled < scaled.topk(top_k).values[-1], float("-inf"))
+        expected = F.softmax(scaled, dim=-1)
+        with case(f"{N:,} samples at temperature {temperature}, top_k {top_k}: the right frequencies",
+                  given=f"one prompt repeated {N:,} times, one new token each") as c:
+            out = yours.generate(model, one.expand(N, -1), 1, temperature=temperature, top_k=top_k)
+            c.true(out.shape == (N, 5), f"returned shape {tuple(out.shape)}; expected ({N}, 5)")
+            seen = torch.bincount(out[:, -1], minlength=12).double() / N
+            never = (expected == 0) & (seen > 0)
+            if never.any():
+                c.fail(f"token {never.nonzero()[0].item()} was sampled, outside the top {top_k}")
+            # 5 standard errors of a frequency, plus a little: a correct sampler fails about once in a million
+            margin = 5 * (expected * (1 - expected) / N).sqrt() + 0.002
+            off = (seen - expected).abs() > margin
+            if off.any():
+                t = off.nonzero()[0].item()
+                c.fail(f"token {t} came {seen[t]:.3f} of the time; softmax(logits / temperature) gives it "
+                       f"{expected[t]:.3f}")
+
+
+def check_encode(course, yours, case):
+    data = importlib.import_module(f"{CHAPTER}.download_data")
+    tokenizer, question = CharTokenizer.train(["abcdefgh xyz."], data.SPECIAL_TOKENS), data.Question
+    sets = {
+        "two questions of two candidates":
+            ([question("abc", ["xy", "z."], 1), question("de", ["f", "gh"], 0)], 32),
+        "a context too long for block_size 16 (cut from the left)":
+            ([question("abcdefgh hgf edc" * 2, ["xyz."], 0)], 16),
+        "an ending longer than half of block_size 12": ([question("ab", ["abcdefghabcdefgh", "x"], 1)], 12),
+        "three candidates of different lengths": ([question("hgf", ["a", "bb b", "ccc."], 2)], 20),
+    }
+    for name, (questions, block_size) in sets.items():
+        with case(name, given=f"block_size = {block_size}") as c:
+            mine, ref = yours.encode(questions, tokenizer, block_size), course.encode(questions, tokenizer,
+                                                                                       block_size)
+            c.true(isinstance(mine, tuple) and len(mine) == 3, "return (ids, extract_at, answers)")
+            for what, a, b in zip(("ids (N, K, T)", "extract_at (N, K)", "answers (N,)"), mine, ref,
+                                  strict=True):
+                c.equal(a, b, what)
+
+
+TASKS = [
+    Task(
+        id="1.attention",
+        title="causal multi-head self-attention",
+        file="phase1_foundation/project1_gpt/model.py",
+        functions=("CausalSelfAttention.forward",),
+        difficulty=2,
+        asks="Project x to queries, keys and values, split them into n_head heads, score every query\n"
+             "against every key scaled by 1/sqrt(head size), hide the future (self.causal), softmax, mix\n"
+             "the values, join the heads and project. Two paths: self.fast uses\n"
+             "F.scaled_dot_product_attention, the other builds the (T, T) scores itself with self.mask.\n"
+             "Dropout: self.attn_dropout on the weights, self.resid_dropout on the output.",
+        hints=(
+            "Shapes: x is (B, T, C); self.c_attn(x) is (B, T, 3C); each head sees hs = C // n_head dims, so "
+            "q, k and v become (B, nh, T, hs) with .view(B, T, nh, hs).transpose(1, 2).",
+            "Scores are q @ k.transpose(-2, -1) / sqrt(hs), shape (B, nh, T, T): row i is query i. The mask "
+            "self.mask[:T, :T] is True where query i may see key j (j <= i); fill the rest with -inf before "
+            "the softmax over the last axis (the keys).",
+            "After att @ v, (B, nh, T, hs) -> .transpose(1, 2).contiguous().view(B, T, C) puts the heads "
+            "side by side again; on the fast path pass dropout_p only in training and is_causal=self.causal.",
+        ),
+        check=check_attention,
+        tests=(TESTS + "test_model.py::test_logits_match_transformers",
+               TESTS + "test_model.py::test_changing_token_t_never_changes_earlier_logits",
+               TESTS + "test_model.py::test_attention_paths_agree_in_eval_and_in_train_without_dropout",
+               TESTS + "test_model.py::test_dropout_acts_in_train_mode_only"),
+        mistakes=(
+            Mistake("no 1/sqrt(hs) scaling", (("/ math.sqrt(k.size(-1))", ""),)),
+            Mistake("the mask off by one: each query also sees the next key",
+                    (("~self.mask[:T, :T]", "~torch.ones_like(self.mask[:T, :T]).tril(1)"),)),
+            Mistake("softmax over the queries' axis instead of the keys'",
+                    (("F.softmax(att, dim=-1)", "F.softmax(att, dim=-2)"),)),
+            Mistake("heads split with view alone, without the transpose",
+                    ((".view(B, T, self.n_head, C // self.n_head).transpose(1, 2)",
+                      ".view(B, self.n_head, T, C // self.n_head)"),)),
+            Mistake("heads joined without transposing back",
+                    (("y.transpose(1, 2).contiguous().view(B, T, C)", "y.contiguous().view(B, T, C)"),)),
+        ),
+    ),
+    Task(
+        id="1.block",
+        title="the decoder block, post-LN and pre-LN",
+        file="phase1_foundation/project1_gpt/model.py",
+        functions=("Block.forward",),
+        difficulty=1,
+        asks="Attention, then the MLP, each inside a residual connection. GPT-1 (post-LN) normalises after\n"
+             "each addition: x = LN(x + f(x)). GPT-2 (self.pre_ln) normalises each sub-block's input:\n"
+             "x = x + f(LN(x)). Use self.ln_1 around attention and self.ln_2 around the MLP.",
+        hints=(
+            "Two lines per branch: one for self.attn with self.ln_1, one for self.mlp with self.ln_2.",
+            "post-LN: x = self.ln_1(x + self.attn(x)), then the same with ln_2 and mlp. pre-LN: "
+            "x = x + self.attn(self.ln_1(x)), then the same with ln_2 and mlp.",
+        ),
+        check=check_block,
+        tests=(TESTS + "test_model.py::test_logits_match_transformers",
+               TESTS + "test_model.py::test_changing_token_t_never_changes_earlier_logits"),
+        mistakes=(
+            Mistake("GPT-1 written as pre-LN",
+                    (("x = self.ln_1(x + self.attn(x))", "x = x + self.attn(self.ln_1(x))"),
+                     ("x = self.ln_2(x + self.mlp(x))", "x = x + self.mlp(self.ln_2(x))"))),
+            Mistake("the MLP's residual connection left out",
+                    (("x = self.ln_2(x + self.mlp(x))", "x = self.ln_2(self.mlp(x))"),)),
+            Mistake("pre-LN normalising the sum as well",
+                    (("x = x + self.mlp(self.ln_2(x))", "x = self.ln_2(x + self.mlp(self.ln_2(x)))"),)),
+            Mistake("both sub-blocks share one LayerNorm",
+                    (("x = self.ln_2(x + self.mlp(x))", "x = self.ln_1(x + self.mlp(x))"),)),
+        ),
+    ),
+    Task(
+        id="1.loss",
+        title="the shifted next-token loss up to <|extract|>",
+        file="phase1_foundation/project1_gpt/finetune.py",
+        functions=("lm_loss",),
+        difficulty=2,
+        asks="The auxiliary language-modelling loss of fine-tuning (GPT-1 §3.2): the logit at position t\n"
+             "predicts the token at t + 1. Each sequence's targets stop at its <|extract|> token\n"
+             "(extract_at); the padding after it is never a target (IGNORE). The mean over the targets kept.",
+        hints=(
+            "logits is (B*K, T, V); ids is (B, K, T). Flatten ids to (B*K, T). Which logits have a next "
+            "token to predict, and which ids are those next tokens?",
+            "Targets are ids[:, 1:] against logits[:, :-1]. Target index p is ids[p + 1]: it is a real "
+            "token while p < extract_at. Set the others to IGNORE and pass ignore_index=IGNORE to "
+            "F.cross_entropy.",
+        ),
+        check=check_lm_loss,
+        tests=(TESTS + "test_finetune.py::test_lm_loss_predicts_each_next_token_up_to_extract_and_ignores_the"
+                       "_padding",),
+        mistakes=(
+            Mistake("the targets not shifted",
+                    (("[:, 1:].clone()", ".clone()"), ("logits[:, :-1]", "logits"))),
+            Mistake("the padding after <|extract|> counted as targets",
+                    (("targets[positions >= extract_at.view(-1, 1)] = IGNORE", "pass"),)),
+            Mistake("one target too many: the token after <|extract|>",
+                    (("positions >= extract_at", "positions > extract_at"),)),
+        ),
+    ),
+    Task(
+        id="1.sampling",
+        title="sampling with temperature and top-k",
+        file="phase1_foundation/project1_gpt/generate.py",
+        functions=("generate",),
+        difficulty=2,
+        asks="Append max_new_tokens tokens one at a time: crop the context to the last block_size tokens,\n"
+             "take the last position's logits, divide by temperature, keep only the top_k largest (when\n"
+             "top_k is given), sample from the softmax with torch.multinomial, and append.",
+        hints=(
+            "model.lm_head(model.hidden_states(context)[:, -1]) is the (B, V) logits of the last position "
+            "only; model(context)[0][:, -1] gives the same.",
+            "top-k: the k-th largest value is torch.topk(logits, k).values[:, -1:]; masked_fill everything "
+            "below it with -inf. Temperature divides the logits before the softmax, not the probabilities.",
+        ),
+        check=check_generate,
+        tests=(TESTS + "test_model.py::test_generate_top_k_1_is_greedy_decoding",
+               TESTS + "test_model.py::test_generate_samples_only_from_the_top_k"),
+        mistakes=(
+            Mistake("temperature multiplies instead of divides", (("/ temperature", "* temperature"),)),
+            Mistake("top-k keeps k + 1 tokens",
+                    (("min(top_k, logits.size(-1))", "min(top_k + 1, logits.size(-1))"),)),
+            Mistake("the context not cropped to block_size",
+                    (("idx[:, -model.config.block_size :]", "idx"),)),
+            Mistake("always the likeliest token, never a sample",
+                    (("torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)",
+                      "logits.argmax(-1, keepdim=True)"),)),
+        ),
+    ),
+    Task(
+        id="1.input_transform",
+        title="fine-tuning's input transformation (§3.3)",
+        file="phase1_foundation/project1_gpt/finetune.py",
+        functions=("encode",),
+        difficulty=2,
+        asks="Each candidate becomes <|start|> context <|delim|> candidate <|extract|>: the candidate\n"
+             "(encoded with a leading space) is cut to block_size // 2 tokens, and the context is cut from\n"
+             "the left to fit block_size. Return the ids (N, K, T) zero-padded at the end, the position of\n"
+             "each <|extract|> (N, K), and the answers (N,).",
+        hints=(
+            "The three special ids come from tokenizer.token_to_id('<|start|>') and the like. The room left "
+            "for the context is block_size - len(ending) - 3.",
+            "context[-room:] keeps the context's end, the part next to the candidate. T is the longest "
+            "sequence; extract_at is len(sequence) - 1.",
+        ),
+        check=check_encode,
+        tests=(TESTS + "test_finetune.py::test_each_candidate_becomes_start_context_delim_candidate_extract",
+               TESTS + "test_finetune.py::test_a_long_context_is_cut_from_the_left_so_the_ending_and_extract"
+                       "_survive"),
+        mistakes=(
+            Mistake("the context cut from the right", (("*context[-room:]", "*context[:room]"),)),
+            Mistake("extract_at one past the <|extract|> token",
+                    (("len(seq) - 1 for seq", "len(seq) for seq"),)),
+            Mistake("the candidate without its leading space",
+                    (('tokenizer.encode(" " + candidate)', "tokenizer.encode(candidate)"),)),
+            Mistake("no <|delim|> between context and candidate", (("delim, *ending", "*ending"),)),
+        ),
+    ),
+]
