@@ -71,6 +71,24 @@ def test_common_and_the_training_recipes_have_no_function_over_80_lines():
     assert [f for path in paths for f in long_functions(path, 80)] == []
 
 
+EXERCISES = sorted((ROOT / "phase1_foundation").glob("project*/exercises/ex*.py"))
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=lambda path: f"{path.parents[1].name}/{path.name}")
+def test_every_exercise_asks_before_it_tells(path):
+    """The docstring asks the question to predict; the answer is WHAT_WE_MEASURED, printed by main() after
+    the run's own numbers."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstring = ast.get_docstring(tree)
+    assert docstring and "?" in docstring and "What you should see" not in docstring
+    answers = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
+               and [getattr(target, "id", None) for target in node.targets] == ["WHAT_WE_MEASURED"]
+               and isinstance(node.value, ast.Constant)]
+    assert len(answers) == 1 and isinstance(answers[0], str) and answers[0].strip()
+    main = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "main")
+    assert any(isinstance(node, ast.Name) and node.id == "WHAT_WE_MEASURED" for node in ast.walk(main))
+
+
 def test_only_tests_import_a_chapters_train_py():
     """Scripts and exercises load a model with Model.from_checkpoint and run training as a program, so
     train.py stays the recipe and nothing else depends on what it happens to define."""

@@ -24,3 +24,8 @@ def run_train(settings: list[str], out_dir: Path) -> dict:
     """Run the chapter's train.py with `settings` into out_dir, exactly as from the shell, and return the
     summary it leaves there (val_loss, unigram_loss, checkpoint, ...)."""
     return run_training("phase1_foundation.project1_gpt.train", settings, out_dir)
+
+
+def print_measured(text: str) -> None:
+    """Print, after a run's own numbers, what the course measured when it ran the exercise, and why."""
+    print(f"\nWhat the course measured (compare with your numbers above):\n{text.strip()}")

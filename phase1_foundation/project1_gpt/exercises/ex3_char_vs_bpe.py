@@ -14,13 +14,12 @@ Why per character: a loss per token is the cost of predicting one token. A BPE t
 over a few hundred symbols. So the character model's loss per token looks far smaller even before training
 (a uniform guess costs ln 500 = 6.2 nats among 500 characters, ln 4096 = 8.3 among 4,096 tokens), and says
 nothing about which model predicts the text better. Bits per character measure both on the same thing: the
-cost of encoding the same validation text.
+cost of encoding the same validation text. The unigram column scores, in the same unit, a model of each
+run's tokens that ignores context. After the run's numbers the script prints what the course measured.
 
-What you should see: the character model's loss per token is less than half of BPE's, yet BPE's bits per
-character are lower (better). At equal tokens per step the BPE model reads three to four times more text per
-step and sees that much more text in its context window; and its vocabulary is itself a model of the
-language: at this budget, the unigram column shows, a BPE model that ignores context entirely encodes the
-text in fewer bits per character than the trained character model does.
+Predict before you run it: which model's loss per token will be lower, and by roughly what factor? Which will
+encode the validation text in fewer bits per character? And will the trained character model beat the BPE
+unigram model, which reads no context at all, in bits per character?
 """
 
 import math
@@ -31,7 +30,7 @@ import numpy as np
 from common.config import in_repo
 from common.tokens import load_tokens
 from phase1_foundation.project1_gpt.download_data import END_OF_TEXT
-from phase1_foundation.project1_gpt.exercises import parse_args, run_train
+from phase1_foundation.project1_gpt.exercises import parse_args, print_measured, run_train
 from phase1_foundation.project1_gpt.tokenizer import load_tokenizer
 
 
@@ -63,7 +62,18 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{name:<6}{r['loss_per_token']:>20.3f}{r['characters_per_token']:>22.2f}"
               f"{r['bits_per_character']:>20.3f}{r['unigram_bits_per_character']:>19.3f}")
     print("(loss per token in nats; unigram: a model of the same tokens that ignores context)")
+    print_measured(WHAT_WE_MEASURED)
     return results
+
+
+# The answer, kept at the end of the file: read it after your run.
+WHAT_WE_MEASURED = """
+The character model's loss per token is far lower (we measured 2.34 against 5.56 nats), and that comparison
+is meaningless, since a BPE token is 3.4 characters here. In bits per character BPE wins: 2.38 against 3.38.
+At equal tokens per step the BPE model reads 3.4 times more text and sees that much more in its window; and
+its vocabulary is itself a model of the language: even the BPE unigram model encodes this text in fewer bits
+per character than the trained character model does (2.97 against 3.38).
+"""
 
 
 if __name__ == "__main__":

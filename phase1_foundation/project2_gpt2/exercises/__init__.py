@@ -40,3 +40,8 @@ def find_or_train(cfg: SimpleNamespace, settings: list[str], out_dir: Path) -> P
             return ckpt.find_checkpoint("latest", folder, PREFIX)
     print(f"no checkpoint in {cfg.OUT_DIR} yet: training one first, into {out_dir / 'gpt2'}")
     return Path(run_train(settings, out_dir / "gpt2")["checkpoint"])
+
+
+def print_measured(text: str) -> None:
+    """Print, after a run's own numbers, what the course measured when it ran the exercise, and why."""
+    print(f"\nWhat the course measured (compare with your numbers above):\n{text.strip()}")

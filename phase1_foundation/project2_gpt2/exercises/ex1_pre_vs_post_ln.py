@@ -13,38 +13,16 @@ to use its context stalls).
     OMP_NUM_THREADS=1 uv run python phase1_foundation/project2_gpt2/exercises/ex1_pre_vs_post_ln.py \\
         --LEARNING_RATE=1e-3
 
-What you should see (the first command, one thread on a two-core machine, the second command running beside
-it: 16 runs in 293 s). The validation loss after 200 steps at the cpu preset's learning rate, 3e-3 (on a GPU
-the gpu preset's 1e-3), against the unigram plateau of 6.014 (* marks a run that never left it):
+Each run trains for 200 steps at the chapter's learning rate (the cpu preset's 3e-3; on a GPU the gpu
+preset's 1e-3), one seed and the same batches for every run. The table of final validation losses is printed
+(* marks a run that never left the plateau) and the plot (final validation loss against depth, and the
+deepest models' loss curves) saved as OUT_DIR/pre_vs_post_ln.png (default OUT_DIR:
+checkpoints/project2/exercises/ex1_pre_vs_post_ln). After the run's numbers the script prints what the course
+measured.
 
-                                2 layers   6 layers   12 layers   24 layers
-    post-LN, no warmup           5.845      6.029*     6.029*      6.029*
-    post-LN, warmup 50           5.918      6.030*     6.029*      6.030*
-    pre-LN, no warmup            5.382      5.616      5.602       6.006*
-    pre-LN, warmup 50            5.350      5.320      5.359       5.464
-
-Post-LN leaves the plateau at 2 layers only; from 6 layers on it ends on it, with or without the 50-step
-warmup. Pre-LN with the warmup trains at every depth; without it, it trains at 2 layers, falls behind at 6
-and 12 (0.3 and 0.2 nats worse than with the warmup) and at 24 ends on the plateau: its loss spikes near step
-20 and stays on the plateau from then on (the plot's right panel). So at this learning rate training without a
-warmup fails between 2 and 6 layers for post-LN and between 12 and 24 for pre-LN, and 50 steps of warmup
-rescue pre-LN at 24 layers but not post-LN at 6. With --LEARNING_RATE=1e-3 (the second command, 281 s) post-LN
-is the same (5.905 and 5.945 at 2 layers, 6.029 to 6.031 deeper), and pre-LN trains at every depth with or
-without the warmup (5.682 against 5.597 at 24 layers, within 0.05 of each other below that).
-
-Xiong et al. 2020 ("On Layer Normalization in the Transformer Architecture") show that at initialisation the
-expected gradients of a post-LN transformer's parameters near the output are large, so a large learning rate
-on them makes training unstable and a warmup avoids it; in pre-LN the gradients are well behaved at
-initialisation, and they train it without a warmup. The runs show the contrast and where it stops: a warmup of
-a quarter of the run does not rescue post-LN beyond 2 layers (GPT-1 warmed up over 2,000 steps of a far longer
-run), and pre-LN's freedom from the warmup holds at 1e-3 but not at 3e-3 with 24 layers. Liu et al. 2020
-("Understanding the Difficulty of Training Transformers") find that unbalanced gradients are not the root
-cause of the instability: a post-LN layer depends more heavily on its residual branch than a pre-LN layer, and
-that dependence amplifies small changes of the parameters, updates included, into large changes of the output.
-One seed and 200 steps: "never left the plateau" means within this run, and where training is unstable a cell
-moves by a few hundredths when anything about the arithmetic changes. The table is printed and the plot (final
-validation loss against depth, and the deepest models' loss curves) saved as OUT_DIR/pre_vs_post_ln.png
-(default OUT_DIR: checkpoints/project2/exercises/ex1_pre_vs_post_ln).
+Predict before you run it: for each arrangement, with and without the 50-step warmup, what is the deepest
+model that leaves the plateau within the 200 steps: 2, 6, 12 or 24 layers, or none? And at which depths does
+the warmup make the difference?
 """
 
 import time
@@ -63,7 +41,7 @@ from common.optim import adamw, set_lr, warmup_cosine
 from common.tokens import Batches, load_tokens
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.download_data import prepare
-from phase1_foundation.project2_gpt2.exercises import parse_args
+from phase1_foundation.project2_gpt2.exercises import parse_args, print_measured
 from phase1_foundation.project2_gpt2.model import GPT, Block, GPTConfig
 from phase1_foundation.project2_gpt2.tokenizer import load_tokenizer
 
@@ -200,8 +178,44 @@ def main(argv: list[str] | None = None, depths: tuple[int, ...] = DEPTHS) -> dic
                 f"{loss:>10.3f}{'*' if loss > unigram - PLATEAU_MARGIN else ' '}" for loss in cells))
     print(f"{len(depths) * len(VARIANTS) * len(warmups)} runs in {seconds:.0f} s on "
           f"{torch.get_num_threads()} thread(s)\nplot: {png}")
+    print_measured(WHAT_WE_MEASURED)
     return {"results": results, "depths": list(depths), "warmups": warmups, "unigram_loss": unigram,
             "seconds": seconds, "plot": str(png)}
+
+
+# The answer, kept at the end of the file: read it after your run.
+WHAT_WE_MEASURED = """
+The first command, one thread on a two-core machine with the second command running beside it (16 runs in
+4 min 53 s). The validation loss after 200 steps at learning rate 3e-3, against the unigram plateau of 6.014
+(* marks a run that never left it):
+
+                                2 layers   6 layers   12 layers   24 layers
+    post-LN, no warmup           5.845      6.029*     6.029*      6.029*
+    post-LN, warmup 50           5.918      6.030*     6.029*      6.030*
+    pre-LN, no warmup            5.382      5.616      5.602       6.006*
+    pre-LN, warmup 50            5.350      5.320      5.359       5.464
+
+Post-LN leaves the plateau at 2 layers only; from 6 layers on it ends on it, with or without the 50-step
+warmup. Pre-LN with the warmup trains at every depth; without it, it trains at 2 layers, falls behind at 6
+and 12 (0.3 and 0.2 nats worse than with the warmup) and at 24 ends on the plateau: its loss spikes near step
+20 and stays on the plateau from then on (the plot's right panel). So at this learning rate training without
+a warmup fails between 2 and 6 layers for post-LN and between 12 and 24 for pre-LN, and 50 steps of warmup
+rescue pre-LN at 24 layers but not post-LN at 6. With --LEARNING_RATE=1e-3 (the second command, 4 min 41 s)
+post-LN is the same (5.905 and 5.945 at 2 layers, 6.029 to 6.031 deeper), and pre-LN trains at every depth
+with or without the warmup (5.682 against 5.597 at 24 layers, within 0.05 of each other below that).
+
+Xiong et al. 2020 ("On Layer Normalization in the Transformer Architecture") show that at initialisation the
+expected gradients of a post-LN transformer's parameters near the output are large, so a large learning rate
+on them makes training unstable and a warmup avoids it; in pre-LN the gradients are well behaved at
+initialisation, and they train it without a warmup. The runs show the contrast and where it stops: a warmup
+of a quarter of the run does not rescue post-LN beyond 2 layers (GPT-1 warmed up over 2,000 steps of a far
+longer run), and pre-LN's freedom from the warmup holds at 1e-3 but not at 3e-3 with 24 layers. Liu et al.
+2020 ("Understanding the Difficulty of Training Transformers") find that unbalanced gradients are not the
+root cause of the instability: a post-LN layer depends more heavily on its residual branch than a pre-LN
+layer, and that dependence amplifies small changes of the parameters, updates included, into large changes
+of the output. One seed and 200 steps: "never left the plateau" means within this run, and where training is
+unstable a cell moves by a few hundredths when anything about the arithmetic changes.
+"""
 
 
 if __name__ == "__main__":

@@ -10,20 +10,12 @@ gives the text back exactly, and how many tokens are the unknown token <unk>.
     uv run python phase1_foundation/project2_gpt2/exercises/ex5_byte_bpe_vs_sentencepiece.py
     uv run python phase1_foundation/project2_gpt2/exercises/ex5_byte_bpe_vs_sentencepiece.py --VOCAB_SIZE=1024
 
-What you should see: the byte-level BPE and SentencePiece with byte fallback both give every string back
-exactly and never produce <unk>: what they did not learn they spell as its UTF-8 bytes, so each Chinese or
-Japanese character costs 3 tokens and each emoji 4 (the pieces printed at the end show them). Without
-byte fallback, every character SentencePiece did not keep becomes <unk>, a run of them a single <unk>, and the
-text is lost: it decodes with "<unk>" where the characters were. It keeps fewer than you might think: only
-the characters that cover 99.95% of its training text (its default character_coverage), 112 of them on
-wiki-sample, so besides the emoji and the CJK, "ç", "ã", "ř", "Ł", Cyrillic, most symbols, the tab and the
-newline are unknown (it learns from lines, so it never sees a newline), and even the held-out English
-article comes back with <unk> in place of its paragraph breaks. On that article the three are close, about
-3.5 characters per token: they learned their merges from the same text. Byte fallback costs SentencePiece
-256 of its vocabulary for the byte pieces, on top of one piece per character it keeps; the byte-level BPE
-needs the 256 bytes and nothing per character, which is why GPT-2's vocabulary (§2.2) starts from bytes.
-The tokenizers are saved in OUT_DIR (default:
-checkpoints/project2/exercises/ex5_byte_bpe_vs_sentencepiece).
+The tokenizers are saved in OUT_DIR (default: checkpoints/project2/exercises/ex5_byte_bpe_vs_sentencepiece).
+After the run's numbers the script prints what the course measured.
+
+Predict before you run it: which of the three will give every string back exactly? How many tokens will the
+byte-level BPE spend on one Chinese character, and on one emoji? Will SentencePiece without byte fallback lose
+anything from the held-out English article?
 """  # noqa: E501 (a usage command longer than a line, kept whole so it can be copied)
 
 from pathlib import Path
@@ -33,7 +25,7 @@ from common.corpora import prepare_corpus
 from common.tokenizers import SentencePieceTokenizer
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.download_data import auto_vocab_size, corpus_name, training_text
-from phase1_foundation.project2_gpt2.exercises import parse_args
+from phase1_foundation.project2_gpt2.exercises import parse_args, print_measured
 from phase1_foundation.project2_gpt2.tokenizer import END_OF_TEXT, ByteBPETokenizer
 
 UNK = "<unk>"
@@ -140,7 +132,22 @@ def main(argv: list[str] | None = None) -> dict:
         for name, tokenizer in tokenizers.items():
             print(f"  {name:<12} {' | '.join(pieces(tokenizer, TEST_STRINGS[label]))}")
         print(f"  sp_no_bytes decodes it as: {results['sp_no_bytes'][label]['decoded']}")
+    print_measured(WHAT_WE_MEASURED)
     return {"vocab_size": {name: t.vocab_size for name, t in tokenizers.items()}, **results}
+
+
+# The answer, kept at the end of the file: read it after your run.
+WHAT_WE_MEASURED = """
+Three tokenizers of 5,504 tokens (12 s). The byte-level BPE and SentencePiece with byte fallback give every
+string back exactly, with no unknown token, and both encode the held-out article at 3.53 characters per token;
+what they never learned they spell in UTF-8 bytes (3 tokens per Chinese character, 4 per emoji). Without byte
+fallback, SentencePiece keeps only the characters that cover 99.95% of its training text (its default
+character_coverage), so the emoji, the CJK, most accented letters, Cyrillic, tabs and newlines all become
+<unk> (it learns from lines, so it never sees a newline): 183 of them in the held-out article alone, where
+its paragraph breaks were, and the text cannot be recovered. Byte fallback costs SentencePiece 256 of its
+vocabulary for the byte pieces, on top of one piece per character it keeps; the byte-level BPE needs the 256
+bytes and nothing per character, which is why GPT-2's vocabulary (§2.2) starts from bytes.
+"""
 
 
 if __name__ == "__main__":

@@ -61,3 +61,8 @@ def find_or_train(cfg: SimpleNamespace, settings: list[str], out_dir: Path,
         return ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)
     print(f"no checkpoint in {cfg.OUT_DIR} yet: training one first, into {out_dir / 'bert'}")
     return Path(run_train([*extra, *settings], out_dir / "bert")["checkpoint"])
+
+
+def print_measured(text: str) -> None:
+    """Print, after a run's own numbers, what the course measured when it ran the exercise, and why."""
+    print(f"\nWhat the course measured (compare with your numbers above):\n{text.strip()}")

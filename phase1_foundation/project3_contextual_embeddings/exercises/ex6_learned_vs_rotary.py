@@ -13,16 +13,17 @@ evaluation, beside the unigram and bigram models' on the same targets.
 
 It writes learned_vs_rotary.png into its output folder: the loss at [MASK] against step, both runs and the
 two baselines. Each run also reports its own minutes, so the two can be compared at equal wall-clock time too
-(a rotary step costs the turning of queries and keys, a few percent).
+(a rotary step costs the turning of queries and keys). After the run's numbers the script prints what the
+course measured.
 
-What you should see: both runs fall to the unigram model's loss in about a hundred steps (the output bias
-learns word frequencies). The learned table then sits on that plateau for thousands of steps; the rotary run
-leaves it after a few hundred and ends far below it, most of the way to the bigram model or past it. The
-chapter's README gives the numbers of both.
+Predict before you run it: both runs fall to the unigram model's loss at [MASK] early, since the output bias
+alone can learn how frequent each token is. Which of them leaves that plateau first, and after roughly how
+many steps: a hundred, a few hundred, or thousands? With the long runs' settings (the second command), will
+either end below the bigram model, which predicts the blank from its two neighbours?
 """
 
 from common.metrics import read_metrics
-from phase1_foundation.project3_contextual_embeddings.exercises import parse_args, run_train
+from phase1_foundation.project3_contextual_embeddings.exercises import parse_args, print_measured, run_train
 
 VARIANTS = {"learned": "learned table (BERT)", "rotary": "rotary (RoFormer)"}
 
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{s['val_unigram_mask_accuracy']:.1%}); {s['wall_seconds'] / 60:.1f} min")
     figure = plot(curves, unigram, bigram, out_dir / "learned_vs_rotary.png")
     print(f"figure: {figure}")
+    print_measured(WHAT_WE_MEASURED)
     return {**results, "curves": curves, "unigram": unigram, "bigram": bigram}
 
 
@@ -70,6 +72,22 @@ def plot(curves: dict[str, dict[int, float]], unigram: float, bigram: float, pat
     ax.legend(loc="center right")
     fig.savefig(path, dpi=120, bbox_inches="tight")
     return path
+
+
+# The answer, kept at the end of the file: read it after your run.
+WHAT_WE_MEASURED = """
+The course measured this exercise with the long runs' settings, the second command (--MAX_ITERS=6000
+--WARMUP_ITERS=600 --EVAL_INTERVAL=200), against the unigram model's 6.941 and the bigram model's 4.490 at
+[MASK]. Both runs are at the unigram model's loss at step 200 (learned 6.977, rotary 6.980). The learned
+table stays within 0.04 nats of it for 3,600 steps, then starts down, and ends at 6.807 at step 6,000, 0.13
+nats below it. The rotary run leaves the plateau between steps 200 and 600 (5.927 at step 600, 1.01 nats
+below the unigram model), passes the bigram model at step 3,000 (4.488 against 4.490), and ends at 4.205,
+0.29 nats below the bigram model. Each run took 15.5 minutes. With rotary positions a query and a key score
+by their distance alone, so "look at the word on my left" is one pattern that works at every position at
+once; with a learned table it has to be built for each of the 128 positions separately, from position
+vectors that start as unrelated noise. A rotary step costs about 1.5% more (sweep.py's timings: 0.1458 s
+against 0.1436 s a step).
+"""
 
 
 if __name__ == "__main__":

@@ -37,3 +37,8 @@ def sweep(settings: list[str], out_dir: Path) -> list[dict]:
     call only reads the file."""
     summary = run_training("phase1_foundation.project4_scaling.train", settings, out_dir)
     return read_results(in_repo(summary["results"]), fields=SWEEP_FIELDS)
+
+
+def print_measured(text: str) -> None:
+    """Print, after a run's own numbers, what the course measured when it ran the exercise, and why."""
+    print(f"\nWhat the course measured (compare with your numbers above):\n{text.strip()}")

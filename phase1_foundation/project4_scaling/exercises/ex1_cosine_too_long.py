@@ -18,21 +18,14 @@ from 888 to 12,768 non-embedding parameters (eight runs, from 255 to 7,332 steps
 choose others. Each half goes to a folder of its own, OUT_DIR/stretch_1 and OUT_DIR/stretch_2 (default
 OUT_DIR: checkpoints/project4/exercises/ex1_cosine_too_long), and a second command reuses the runs already
 there. A sweep made with other settings (--LR_SCALE, --BATCH_SIZE, ...) needs another --OUT_DIR: train.py
-refuses to mix runs made under different settings in one results file.
+refuses to mix runs made under different settings in one results file. The third command runs the sweep at
+--LR_SCALE=1, Kaplan's learning-rate rule as printed, to see how much the peak rate decides. After the run's
+numbers the script prints what the course measured.
 
-What you should see (the default command: 4 min 21 s, a 1-thread run on a shared 2-core CPU; the losses
-depend on the thread count in their last digits, the time on everything): Chinchilla's finding only where
-the runs are long. The doubled cycle lowers the loss of seven of the eight runs, by 0.021 nats on average
-and most for the shortest (1e10_1x32, 255 steps: 2.784 to 2.713), and raises it only for the longest,
-2e10_1x8 (7,332 steps: 2.435 to 2.473). A run of a few hundred steps ends while its loss is still falling
-fast, and a cycle that ends at 55% of the peak spends more learning rate in all, which buys more than the
-final decay; the decay pays in a run long enough to settle, which is the regime Chinchilla's models were in.
-The fits: Approach 1 picks the same best runs under both cycles (a = 1.90: two budgets, a jump from one size
-to the next); Approach 2 has an exponent only under the chapter's cycle (a = 1.01), since under the doubled
-one the 1e10 parabola's minimum falls below the smallest size; Approach 3's a moves from 0.00 to 0.10. Eight
-runs at two budgets are too few for five constants: read that as how little a small sweep's exponents can be
-trusted, not as a measurement of the schedule's bias. (--LR_SCALE=1, Kaplan's rule as printed, is the
-learning rate this exercise first ran with; it is worth running to see how much the peak rate decides.)
+Predict before you run it: the doubled cycle ends each run at about 55% of the peak learning rate instead of
+10%. Will it raise the loss of every run, as Chinchilla's finding suggests, lower every one, or split them?
+If it splits them, which does it hurt: the runs of a few hundred steps or the runs of thousands? And how far
+will Approach 3's exponent a move between the two cycles: less than 0.01, about 0.1, or more than 0.5?
 """
 
 import math
@@ -40,7 +33,7 @@ import math
 import numpy as np
 
 from phase1_foundation.project4_scaling import chinchilla
-from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, sweep
+from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, print_measured, sweep
 from phase1_foundation.project4_scaling.results import Sweep
 
 # The exercise's part of the chapter's sweep; your own --NAME=value settings come after these, so they win.
@@ -108,7 +101,25 @@ def main(argv: list[str] | None = None) -> dict:
     for s in stretches:
         for budget, problem in fits[s]["flagged"].items():
             print(f"cycle x{s:g}: Approach 2 left out C = {budget:.3g}: {problem}")
+    print_measured(WHAT_WE_MEASURED)
     return {"rows": rows, "changes": changes, "fits": fits}
+
+
+# The answer, kept at the end of the file: read it after your run.
+WHAT_WE_MEASURED = """
+The default command (4 min 21 s, a 1-thread run on a shared 2-core CPU; the losses depend on the thread count
+in their last digits, the time on everything): Chinchilla's finding shows only in the longest run. The
+doubled cycle lowers the loss of seven of the eight runs, by 0.021 nats on average and most for the shortest
+(1e10_1x32, 255 steps: 2.784 to 2.713), and raises it only for the longest, 2e10_1x8 (7,332 steps: 2.435 to
+2.473). A run of a few hundred steps ends while its loss is still falling fast, and a cycle that ends at 55%
+of the peak spends more learning rate in all, which buys more than the final decay; the decay pays in a run
+long enough to settle, which is the regime Chinchilla's models were in. The fits: Approach 1 picks the same
+best runs under both cycles (a = 1.90: two budgets, a jump from one size to the next); Approach 2 has an
+exponent only under the chapter's cycle (a = 1.01), since under the doubled one the 1e10 parabola's minimum
+falls below the smallest size; Approach 3's a moves from 0.00 to 0.10. Eight runs at two budgets are too few
+for five constants: read that as how little a small sweep's exponents can be trusted, not as a measurement
+of the schedule's bias.
+"""
 
 
 if __name__ == "__main__":

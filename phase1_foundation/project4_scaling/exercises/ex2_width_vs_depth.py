@@ -16,25 +16,17 @@ aspect ratio 32), 2x24 (14,496; 12), 4x16 (13,152; 4) and 15x8 (13,096; 0.53, a 
 within 14% of each other in N, each trained on the D = C / 6N tokens of 3e10 FLOPs; and --DOUBLE=2x32
 (25,472, twice 1x32's N) at the same budget, for the scale. --SHAPES must be within 15% of each other in N.
 The runs go to OUT_DIR (default checkpoints/project4/exercises/ex2_width_vs_depth); a second command reuses
-them.
+them. After the run's numbers the script prints what the course measured.
 
-What you should see (the default command: 2 min 5 s, a 1-thread run on a shared 2-core CPU; the losses
-depend on the thread count in their last digits, the time on everything): less of Kaplan's picture than
-at his scale. 4x16 ends lowest, at 2.540; 1x32 0.018 above it and 15x8, a stream of 8 numbers through 15
-single-head layers, 0.084 above; but 2x24 ends 0.137 above, while the ratio d_model / n_layer goes from 0.53
-to 32. Doubling N instead, 2x32 at the same budget, moves the loss by 0.201 (up, not down: at 3e10 FLOPs the
-chapter's sweep has its best runs at 3,312 parameters, so twice 12,768 on half the tokens loses). So the
-shape moved the loss by two thirds of what doubling N did, and not in order of the aspect ratio: at 13k
-parameters and 400k characters these models sit where one run's luck (which step of the plateau it leaves
-at) is as large as the effect of the shape. Kaplan compared models of millions of parameters trained far
-longer; "the shape hardly matters" is a finding at that scale. The same FLOPs took 10 s as 1x32 and 51 s as
-15x8, whose 15 small layers run one after another.
+Predict before you run it: how far apart will the four shapes' losses end, compared with what doubling N
+(2x32) changes at the same budget: a tenth as much, about as much, or more? Will the losses fall in order of
+the aspect ratio d_model / n_layer? And at this fixed budget, will doubling N lower the loss or raise it?
 """
 
 from common.config import load_config
 from phase1_foundation.project4_scaling import config
 from phase1_foundation.project4_scaling.download_data import parse_shape
-from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, sweep
+from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, print_measured, sweep
 from phase1_foundation.project4_scaling.model import non_embedding_parameters
 
 # The exercise's budget and shapes; your own --NAME=value settings come after these, so they win.
@@ -79,8 +71,25 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"\nthe {len(shapes)} shapes spread over {spread:.4f} nats while d_model / n_layer goes from "
           f"{min(aspects):.2g} to {max(aspects):.2g}; {params[double] / params[best]:.2f}x the best shape's "
           f"N, at the same budget, changes the loss by {gap:+.4f}")
+    print_measured(WHAT_WE_MEASURED)
     return {"losses": {f"{layers}x{width}": loss for (layers, width), loss in losses.items()},
             "aspect_ratios": aspects, "spread": spread, "double_gap": gap}
+
+
+# The answer, kept at the end of the file: read it after your run.
+WHAT_WE_MEASURED = """
+The default command (2 min 5 s, a 1-thread run on a shared 2-core CPU; the losses depend on the thread count
+in their last digits, the time on everything): less of Kaplan's picture than at his scale. 4x16 ends lowest,
+at 2.540; 1x32 0.018 above it and 15x8, a stream of 8 numbers through 15 single-head layers, 0.084 above; but
+2x24 ends 0.137 above, while the ratio d_model / n_layer goes from 0.53 to 32. Doubling N instead, 2x32 at
+the same budget, moves the loss by 0.201, up, not down: at 2e10 and 4e10 FLOPs, on either side of this
+budget, the chapter's sweep has its best runs at 3,312 parameters, so twice 12,768 on half the tokens loses.
+So the shape moved the loss by two thirds of what doubling N did, and not in order of the aspect ratio: at
+13k parameters and 400k characters these models sit where one run's luck (which step of the plateau it
+leaves at) is as large as the effect of the shape. Kaplan compared models of millions of parameters trained
+far longer; "the shape hardly matters" is a finding at that scale. The same FLOPs took 10 s as 1x32 and 51 s
+as 15x8, whose 15 small layers run one after another.
+"""
 
 
 if __name__ == "__main__":

@@ -21,20 +21,13 @@ any other device's peak. --MFU=0.3 is an ASSUMPTION, planner.plan_for_minutes' d
 large runs in PaLM's Table 3 (Chowdhery et al. 2022) reached 21% (GPT-3) to 46% (PaLM), and chapter 2's
 train.py shows the MFU of yours in its progress bar. --PLAN_MINUTES (60 here) is the time; OUT_DIR is the
 sweep whose fit is planned with (default: the chapter's). The shapes have heads of the chapter's
-HEAD_SIZE=8; --HEAD_SIZE=64 gives GPT-2's.
+HEAD_SIZE=8; --HEAD_SIZE=64 gives GPT-2's. It trains nothing. After the run's numbers the script prints what
+the course measured.
 
-What you should see (the default command: 14 s on a shared 2-core CPU; it trains nothing; with the
-chapter's cpu sweep in checkpoints/project4): an hour of an H100 at 30% is C = 1.07e18 FLOPs. The paper's
-printed constants spend it on N_opt = 83M parameters and D_opt = 2.1B tokens (26 per parameter; shape
-19x608), the unrounded ones on 98M and 1.8B (19 per parameter), Epoch AI's refit on 83M and 2.1B: the three
-agree within 17% here, although their exponents differ (a = 0.45, 0.46, 0.51), because their lines happen
-to cross near this budget; they part further out (at GPT-3's 3.14e23 FLOPs, 24.5B against 53.0B parameters:
-see planner.ChinchillaPlanner). Your own sweep's fit says something absurd: its Approach 3 surface (Kaplan's
-counting) has a = 0.00, so it asks for 1,070 parameters on 1.7e14 tokens. Its exponents were fitted over a
-factor of 4 in compute (1e10 to 4e10 FLOPs) and are extrapolated 7.4 decades beyond them, from models of a
-few thousand parameters reading characters; at that distance a change of 0.1 in a moves N_opt by a factor
-of 10^0.74 = 5.5. A sweep's fit is a plan only near the budgets it was measured at: plan with constants
-fitted at scales near the run, and use your own sweep to check them.
+Predict before you run it: in an hour of an H100 at 30% MFU, how many parameters will the paper's constants
+ask for: about 1M, 100M or 10B, and on about how many tokens per parameter? Will the three published sets of
+constants agree within a factor of 2? And what will the fit of your own sweep, made between 1e10 and 4e10
+FLOPs, ask for?
 """
 
 from pathlib import Path
@@ -44,7 +37,7 @@ import numpy as np
 from common.config import load_config
 from common.metrics import PEAK_TFLOPS
 from phase1_foundation.project4_scaling import chinchilla, config, planner
-from phase1_foundation.project4_scaling.exercises import own_settings
+from phase1_foundation.project4_scaling.exercises import own_settings, print_measured
 from phase1_foundation.project4_scaling.model import non_embedding_parameters
 from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, Sweep, read_results
 
@@ -105,7 +98,25 @@ def main(argv: list[str] | None = None) -> dict:
               f"paper's N_opt, on {ours['d_opt'] / ours['n_opt']:.3g} tokens per parameter; its largest "
               f"budget was {budgets[-1]:.3g} FLOPs: exponents fitted over {fitted:.1f} decades of compute, "
               f"extrapolated {beyond:.1f} decades beyond them. A guess, not a plan")
+    print_measured(WHAT_WE_MEASURED)
     return {"compute": compute, "peak_flops": peak, "plans": plans}
+
+
+# The answer, kept at the end of the file: read it after your run.
+WHAT_WE_MEASURED = """
+The default command (14 s on a shared 2-core CPU, with the chapter's cpu sweep in checkpoints/project4): an
+hour of an H100 at 30% is C = 1.07e18 FLOPs. The paper's printed constants spend it on N_opt = 83M parameters
+and D_opt = 2.1B tokens (26 per parameter; shape 19x608), the unrounded ones on 98M and 1.8B (19 per
+parameter), Epoch AI's refit on 83M and 2.1B: the three agree within 17% here, although their exponents
+differ (a = 0.45, 0.46, 0.51), because their lines happen to cross near this budget; they part further out
+(at GPT-3's 3.14e23 FLOPs, 24.5B against 53.0B parameters: see planner.ChinchillaPlanner). Your own sweep's
+fit says something absurd: its Approach 3 surface (Kaplan's counting) has a = 0.00, so it asks for 1,070
+parameters on 1.7e14 tokens. Its exponents were fitted over a factor of 4 in compute (1e10 to 4e10 FLOPs) and
+are extrapolated 7.4 decades beyond them, from models of a few thousand parameters reading characters; at
+that distance a change of 0.1 in a moves N_opt by a factor of 10^0.74 = 5.5. A sweep's fit is a plan only
+near the budgets it was measured at: plan with constants fitted at scales near the run, and use your own
+sweep to check them.
+"""
 
 
 if __name__ == "__main__":
