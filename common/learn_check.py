@@ -264,7 +264,8 @@ def run_tests(node_ids: list[str]) -> list[Result]:
 
 
 def all_tasks(root) -> list[Task]:
-    """Every chapter's tasks, from phase1_foundation/<chapter>/exercises/tasks.py, in chapter order."""
+    """Every chapter's tasks, from phase1_foundation/<chapter>/exercises/tasks.py, in chapter order. The
+    files are found by their path, as pytest finds tests: common/ names no chapter."""
     tasks = []
     for path in sorted(root.glob("phase1_foundation/*/exercises/tasks.py")):
         tasks += importlib.import_module(".".join(path.relative_to(root).with_suffix("").parts)).TASKS

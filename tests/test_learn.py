@@ -248,3 +248,13 @@ def test_the_committed_course_holds_no_stub():
                              check=True).stdout.split()
     for name in tracked:
         assert f"{NOT_WRITTEN}')" not in (ROOT / name).read_text(encoding="utf-8"), name
+
+
+def test_the_readmes_list_the_tasks_and_the_loop():
+    course = (ROOT / "README.md").read_text(encoding="utf-8")
+    for command in ("list", "start", "check", "hint", "reset"):
+        assert f"uv run learn {command}" in course
+    for task in TASKS:
+        chapter = (ROOT / task.file).parent / "README.md"
+        assert f"| `{task.id}` |" in chapter.read_text(encoding="utf-8")
+    assert "not written yet" in (ROOT / "AGENTS.md").read_text(encoding="utf-8")
