@@ -113,8 +113,8 @@ def cmd_list(tasks: list[Task], state: State, _args) -> int:
         if task.chapter != chapter:
             chapter = task.chapter
             print(f"\nchapter {chapter}  ({Path(task.file).parent.name})")
-        print(f"{task.id:<20} {STARS[task.difficulty]:<4} {task.title:<44} {status(task, state):<20} "
-              f"{Path(task.file).name}: {', '.join(task.functions)}")
+        print(f"{task.id:<18} {STARS[task.difficulty]:<4} {status(task, state):<20} {task.title}  "
+              f"({Path(task.file).name}: {', '.join(task.functions)})")
     print("\nuv run learn start ID  gives you a stub to write; ★ about 5 minutes, ★★ 15, ★★★ 30")
     return 0
 
@@ -176,6 +176,10 @@ def restore(task: Task, state: State, label: str) -> None:
         print(f"{task.id}: your version is saved in {saved.relative_to(ROOT)}")
     write(task.file, with_functions(text, task, theirs))
     state.data.pop(task.id, None)
+    saved = NOTES / "course" / task.file
+    if saved.exists() and not any(t.file == task.file and "stub" in state.data.get(t.id, {})
+                                  for t in all_tasks(ROOT)):
+        saved.unlink()  # no task of that file is under way: git's version is the course's again
     print(f"{task.id}: {label} in {where(task)}")
 
 

@@ -258,3 +258,22 @@ def test_the_readmes_list_the_tasks_and_the_loop():
         chapter = (ROOT / task.file).parent / "README.md"
         assert f"| `{task.id}` |" in chapter.read_text(encoding="utf-8")
     assert "not written yet" in (ROOT / "AGENTS.md").read_text(encoding="utf-8")
+
+
+def test_a_learner_who_commits_their_version_is_still_checked_against_the_courses(clone, learn):
+    task = BY_ID["1.block"]
+    path = clone / task.file
+    before = path.read_bytes()
+    git = ["git", "-C", str(clone), "-c", "user.name=learner", "-c", "user.email=l@x"]
+    try:
+        assert learn(clone, "start", task.id).returncode == 0
+        text = path.read_text(encoding="utf-8")
+        wrong = with_mistake(functions_of(before.decode(), task), task.mistakes[0])
+        path.write_text(replace_function(text, "Block.forward", wrong["Block.forward"]), encoding="utf-8")
+        subprocess.run([*git, "commit", "-qam", "my block"], check=True, capture_output=True)
+        assert learn(clone, "check", task.id).returncode == 1  # HEAD is theirs now; the course's is kept
+        assert learn(clone, "reset", task.id).returncode == 0 and path.read_bytes() == before
+        assert not (clone / ".learn" / "course" / task.file).exists()
+    finally:
+        subprocess.run([*git, "reset", "-q", "--hard", "HEAD~1"], check=False, capture_output=True)
+        path.write_bytes(before)
