@@ -1,15 +1,16 @@
 """`uv run learn`: write the course's key functions yourself, and find out whether they are right.
 
-    uv run learn list                  every task: id, difficulty, what it asks, where, and your status
+    uv run learn list                  every task: id, difficulty, your status, what it is, where
     uv run learn start 1.attention     replace that function's body with a stub for you to write
     uv run learn check 1.attention     compare yours with the course's, case by case, then the chapter's tests
     uv run learn hint 1.attention      one more hint each time
     uv run learn solution 1.attention  show the course's version (--apply puts it back)
     uv run learn reset 1.attention     put the course's version back; yours is saved in .learn/saved/ first
 
-The course's version of each function is the one in git (the commit you cloned), so a stub never has to be
-committed and `git status` shows what you changed. learn keeps its own notes in .learn/ (ignored by git):
-which tasks you started, the hints you have seen, your last check, and every version of yours it replaced.
+The course's version of each function is git's (the commit you cloned), and `start` keeps a copy of it until
+the task is reset, so you may commit your own. learn keeps its notes in .learn/ (ignored by git): the tasks
+under way, the course's functions they replaced, the hints seen, the last check, and every version of
+yours it replaced.
 """
 
 import argparse
@@ -28,7 +29,8 @@ from common.learn_check import NOT_WRITTEN, STARS, Task, all_tasks, functions_of
 from common.learn_source import get_function, replace_function, stub
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTES = ROOT / ".learn"  # state.json, course/ (the course's files as they were at `start`), saved/
+NOTES = ROOT / ".learn"  # state.json, course/<task id>.json (the course's functions), saved/
+TIMEOUTS = {"compare": 300, "tests": 1200}  # seconds; a function that never returns ends the check
 
 
 class LearnError(Exception):
@@ -48,19 +50,41 @@ def git(*args: str) -> str:
     return done.stdout
 
 
-def course_text(path: str) -> str:
-    """The course's version of a file: as it was when you first started a task in it, else git's HEAD."""
-    saved = NOTES / "course" / path
-    if saved.exists():
-        return saved.read_text(encoding="utf-8")
-    if not (ROOT / ".git").exists():
+def require_git() -> None:
+    if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--git-dir"], capture_output=True,
+                      check=False).returncode:
         raise LearnError(f"{ROOT} is not a git checkout, and learn keeps the course's version of each "
                          "function in git: get the course with `git clone`, then run learn in the clone")
-    return git("show", f"HEAD:./{path}")
+
+
+def kept(task: Task) -> Path:
+    return NOTES / "course" / f"{task.id}.json"
+
+
+def course_text(path: str, tasks: list[Task]) -> str:
+    """The course's version of a file: git's HEAD, with the functions of each task under way as they were
+    when it started (you may have committed your own since)."""
+    text = git("show", f"HEAD:./{path}")
+    for task in tasks:
+        if task.file == path and kept(task).exists():
+            text = with_functions(text, task, json.loads(kept(task).read_text(encoding="utf-8")))
+    return text
 
 
 def read(path: str) -> str:
     return (ROOT / path).read_text(encoding="utf-8")
+
+
+def yours(task: Task) -> dict[str, str]:
+    """The task's functions as they stand in your file; one clear line if the file cannot be read as Python
+    or no longer has them."""
+    try:
+        return functions_of(read(task.file), task)
+    except SyntaxError as e:
+        raise LearnError(f"{task.file} line {e.lineno}: {e.msg}; fix it, or `uv run learn reset {task.id}` "
+                         "(which saves your file first)") from e
+    except LookupError as e:
+        raise LearnError(f"{task.file}: {e}; put it back, or `uv run learn reset {task.id}`") from e
 
 
 def write(path: str, text: str) -> None:
@@ -68,7 +92,19 @@ def write(path: str, text: str) -> None:
     target = ROOT / path
     temporary = target.with_name(f".{target.name}.learn")
     temporary.write_text(text, encoding="utf-8")
+    shutil.copymode(target, temporary)
     os.replace(temporary, target)
+
+
+def save_yours(task: Task, text: str) -> Path:
+    """Keep a version of yours in .learn/saved/, never over an earlier one."""
+    folder = NOTES / "saved"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp, n = time.strftime("%Y%m%d-%H%M%S"), 0
+    while (path := folder / f"{task.id}-{stamp}{f'-{n}' if n else ''}.py").exists():
+        n += 1
+    path.write_text(f"# your {task.id}, from {task.file}\n\n{text}", encoding="utf-8")
+    return path
 
 
 def digest(sources: dict[str, str]) -> str:
@@ -80,23 +116,27 @@ class State:
 
     def __init__(self):
         self.path = NOTES / "state.json"
-        self.data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.data = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
 
     def task(self, task_id: str) -> dict:
         return self.data.setdefault(task_id, {})
 
     def save(self) -> None:
         NOTES.mkdir(exist_ok=True)
-        self.path.write_text(json.dumps(self.data, indent=1, sort_keys=True))
+        self.path.write_text(json.dumps(self.data, indent=1, sort_keys=True), encoding="utf-8")
 
 
-def status(task: Task, state: State) -> str:
-    notes, mine = state.data.get(task.id, {}), digest(functions_of(read(task.file), task))
+def status(task: Task, state: State, tasks: list[Task]) -> str:
+    try:
+        mine = digest(yours(task))
+    except LearnError:
+        return "does not parse"
+    notes = state.data.get(task.id, {})
     if notes.get("checked", {}).get("sources") == mine:
         return "✓" if notes["checked"]["passed"] else "✗"
     if notes.get("stub") == mine:
         return "started"
-    if "stub" in notes or mine != digest(functions_of(course_text(task.file), task)):
+    if "stub" in notes or mine != digest(functions_of(course_text(task.file, tasks), task)):
         return "edited, not checked"
     return "not started"
 
@@ -107,51 +147,53 @@ def where(task: Task) -> str:
     return f"{task.file}: {', '.join(task.functions)}"
 
 
-def cmd_list(tasks: list[Task], state: State, _args) -> int:
+def cmd_list(chosen: list[Task], state: State, tasks: list[Task], _args) -> int:
     chapter = None
-    for task in tasks:
+    for task in chosen:
         if task.chapter != chapter:
             chapter = task.chapter
             print(f"\nchapter {chapter}  ({Path(task.file).parent.name})")
-        print(f"{task.id:<18} {STARS[task.difficulty]:<4} {status(task, state):<20} {task.title}  "
+        print(f"{task.id:<18} {STARS[task.difficulty]:<4} {status(task, state, tasks):<20} {task.title}  "
               f"({Path(task.file).name}: {', '.join(task.functions)})")
     print("\nuv run learn start ID  gives you a stub to write; ★ about 5 minutes, ★★ 15, ★★★ 30")
     return 0
 
 
-def cmd_start(tasks: list[Task], state: State, _args) -> int:
-    for task in tasks:
-        course, text = course_text(task.file), read(task.file)
-        notes = state.task(task.id)
-        mine = functions_of(text, task)
-        if notes.get("stub") == digest(mine):
+def cmd_start(chosen: list[Task], state: State, tasks: list[Task], _args) -> int:
+    todo = []
+    for task in chosen:  # every task is checked before any file is written
+        mine = yours(task)
+        if state.data.get(task.id, {}).get("stub") == digest(mine):
             print(f"{task.id}: already started, the stub is waiting in {where(task)}")
-            continue
-        if mine != functions_of(course, task):
+        elif mine != functions_of(course_text(task.file, tasks), task):
             raise LearnError(f"{task.id}: {where(task)} has edits of yours that learn did not make; "
                              f"`uv run learn reset {task.id}` saves them in .learn/saved/ and restores the "
                              "course's version, then start again")
-        saved = NOTES / "course" / task.file
-        if not saved.exists():  # the course's text, kept in case you commit your own version
-            saved.parent.mkdir(parents=True, exist_ok=True)
-            saved.write_text(course, encoding="utf-8")
+        else:
+            todo.append((task, mine))
+    for task, course in todo:
+        kept(task).parent.mkdir(parents=True, exist_ok=True)
+        kept(task).write_text(json.dumps(course), encoding="utf-8")
         header = [f"learn {task.id}: {task.title} ({STARS[task.difficulty]})", *task.asks.splitlines(),
                   *textwrap.wrap(f"Hint: {task.hints[0]}", 100, subsequent_indent="  "),
+                  "Write it all inside this function: learn checks it alone, in the course's file.",
                   f"Check: uv run learn check {task.id}   More hints: uv run learn hint {task.id}"]
+        text = read(task.file)
         for qualname in task.functions:
             text = replace_function(text, qualname, stub(get_function(text, qualname), header,
                                                          f"{task.id}: {NOT_WRITTEN}"))
         write(task.file, text)
+        notes = state.task(task.id)
         notes.update(stub=digest(functions_of(text, task)), hints=max(notes.get("hints", 0), 1))
         notes.pop("checked", None)
+        state.save()
         print(f"{task.id}: write {', '.join(task.functions)} in {task.file}, then `uv run learn check "
               f"{task.id}`; until then, the chapter's code that calls it stops with NotImplementedError")
-    state.save()
     return 0
 
 
-def cmd_hint(tasks: list[Task], state: State, _args) -> int:
-    for task in tasks:
+def cmd_hint(chosen: list[Task], state: State, _tasks, _args) -> int:
+    for task in chosen:
         notes = state.task(task.id)
         shown = min(notes.get("hints", 0) + 1, len(task.hints))
         notes["hints"] = shown
@@ -164,42 +206,48 @@ def cmd_hint(tasks: list[Task], state: State, _args) -> int:
     return 0
 
 
-def restore(task: Task, state: State, label: str) -> None:
-    """Put the course's functions back, saving the learner's version first when it is not the course's."""
-    course, text = course_text(task.file), read(task.file)
-    mine, theirs = functions_of(text, task), functions_of(course, task)
+def restore(task: Task, state: State, tasks: list[Task]) -> None:
+    """Put the course's functions back, saving yours first when they are not the course's. A file that no
+    longer parses, or lost the function, is saved whole and replaced by the course's whole file."""
+    course = course_text(task.file, tasks)
+    theirs = functions_of(course, task)
+    try:
+        mine = yours(task)
+    except LearnError:
+        print(f"{task.id}: {task.file} cannot be read as it is; your whole file is saved in "
+              f"{save_yours(task, read(task.file)).relative_to(ROOT)}")
+        write(task.file, course)
+        for other in tasks:  # every task of that file is back to the course's
+            if other.file == task.file:
+                state.data.pop(other.id, None)
+                kept(other).unlink(missing_ok=True)
+        return
     if mine != theirs and state.data.get(task.id, {}).get("stub") != digest(mine):
-        saved = NOTES / "saved" / f"{task.id}-{time.strftime('%Y%m%d-%H%M%S')}.py"
-        saved.parent.mkdir(parents=True, exist_ok=True)
-        saved.write_text(f"# your {task.id} from {task.file}\n\n" + "\n".join(mine.values()),
-                         encoding="utf-8")
+        saved = save_yours(task, "\n".join(mine.values()))
         print(f"{task.id}: your version is saved in {saved.relative_to(ROOT)}")
-    write(task.file, with_functions(text, task, theirs))
+    write(task.file, with_functions(read(task.file), task, theirs))
     state.data.pop(task.id, None)
-    saved = NOTES / "course" / task.file
-    if saved.exists() and not any(t.file == task.file and "stub" in state.data.get(t.id, {})
-                                  for t in all_tasks(ROOT)):
-        saved.unlink()  # no task of that file is under way: git's version is the course's again
-    print(f"{task.id}: {label} in {where(task)}")
+    kept(task).unlink(missing_ok=True)
+    print(f"{task.id}: the course's version is back in {where(task)}")
 
 
-def cmd_solution(tasks: list[Task], state: State, args) -> int:
-    for task in tasks:
+def cmd_solution(chosen: list[Task], state: State, tasks: list[Task], args) -> int:
+    for task in chosen:
         if args.apply:
-            restore(task, state, "the course's version is back")
-            continue
-        print(f"# {task.id}: the course's version, from {task.file}\n")
-        print("\n".join(functions_of(course_text(task.file), task).values()))
+            restore(task, state, tasks)
+        else:
+            print(f"# {task.id}: the course's version, from {task.file}\n")
+            print("\n".join(functions_of(course_text(task.file, tasks), task).values()))
     if not args.apply:
-        print(f"# `uv run learn solution {' '.join(t.id for t in tasks)} --apply` puts it in place "
+        print(f"# `uv run learn solution {' '.join(t.id for t in chosen)} --apply` puts it in place "
               "(yours is saved first)")
     state.save()
     return 0
 
 
-def cmd_reset(tasks: list[Task], state: State, _args) -> int:
-    for task in tasks:
-        restore(task, state, "the course's version is back")
+def cmd_reset(chosen: list[Task], state: State, tasks: list[Task], _args) -> int:
+    for task in chosen:
+        restore(task, state, tasks)
     state.save()
     return 0
 
@@ -207,42 +255,52 @@ def cmd_reset(tasks: list[Task], state: State, _args) -> int:
 # --- check: the comparisons and the chapter's tests, in a copy of the course -------------------------------
 
 def copy_course(tasks: list[Task], folder: Path) -> None:
-    """The course's files in `folder`: what git tracks and your untracked files, with every file that holds
-    a task as the course has it, so that each task is checked beside the course's code and nothing else."""
+    """The course in `folder`: what git tracks and your untracked files, with every file that holds a task
+    as the course has it, so that each task is checked beside the course's code and nothing else. data/
+    (downloads, prepared corpora) is linked, not copied."""
     listed = git("ls-files", "--cached", "--others", "--exclude-standard", "-z").split("\0")
     for name in filter(None, listed):
         if (ROOT / name).is_file() and not name.startswith(".learn/"):
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(ROOT / name, folder / name)
     for path in {task.file for task in tasks}:
-        (folder / path).write_text(course_text(path), encoding="utf-8")
+        (folder / path).write_text(course_text(path, tasks), encoding="utf-8")
+    if (ROOT / "data").is_dir():
+        (folder / "data").symlink_to(ROOT / "data", target_is_directory=True)
 
 
-def run_stage(folder: Path, stage: str, job: dict) -> object:
-    """One stage of the check (common/learn_check.py) in a fresh Python, inside the copy."""
+def run_stage(folder: Path, stage: str, job: dict) -> tuple[object, str]:
+    """One stage of the check (common/learn_check.py) in a fresh Python inside the copy: its results, and
+    what your code printed."""
     (folder / ".job.json").write_text(json.dumps(job), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(folder)}
-    done = subprocess.run([sys.executable, "-m", "common.learn_check", stage, ".job.json", ".out.json"],
-                          cwd=folder, env=env, check=False, capture_output=True, text=True)
+    try:
+        done = subprocess.run([sys.executable, "-m", "common.learn_check", stage, ".job.json", ".out.json"],
+                              cwd=folder, env=env, check=False, capture_output=True, text=True,
+                              timeout=TIMEOUTS[stage])
+    except subprocess.TimeoutExpired as e:
+        raise LearnError(f"the check did not finish within {TIMEOUTS[stage]} s: does a loop of yours never "
+                         "end?") from e
     if done.returncode:
         raise LearnError(f"the check itself failed:\n{done.stderr.strip()}")
-    return json.loads((folder / ".out.json").read_text(encoding="utf-8"))
+    return json.loads((folder / ".out.json").read_text(encoding="utf-8")), done.stdout
 
 
-def run_tests(folder: Path, chosen: list[Task], sources: dict[str, dict[str, str]]) -> dict[str, list[dict]]:
-    """The chapter's tests of each chosen task with the learner's functions in place: all together first;
-    if some fail and more than one task was in, each task alone, so a failure is blamed on the right one."""
+def run_tests(folder: Path, chosen: list[Task], sources: dict[str, dict[str, str]], tasks: list[Task]
+              ) -> dict[str, list[dict]]:
+    """The chapter's tests of each chosen task with your functions in place: all together first; if some
+    fail and more than one task was in, each task alone, so that a failure is blamed on the right one."""
     def with_yours(group: list[Task]) -> list[dict]:
-        texts = {task.file: course_text(task.file) for task in group}
+        texts = {task.file: course_text(task.file, tasks) for task in group}
         for task in group:
             texts[task.file] = with_functions(texts[task.file], task, sources[task.id])
         for path, text in texts.items():
             (folder / path).write_text(text, encoding="utf-8")
         try:
-            return run_stage(folder, "tests", {"tests": sorted({t for task in group for t in task.tests})})
+            return run_stage(folder, "tests", {"tests": sorted({t for task in group for t in task.tests})})[0]
         finally:
             for path in texts:
-                (folder / path).write_text(course_text(path), encoding="utf-8")
+                (folder / path).write_text(course_text(path, tasks), encoding="utf-8")
 
     together = with_yours(chosen)
     if len(chosen) == 1 or all(r["passed"] for r in together):
@@ -254,38 +312,51 @@ def _belongs(node: str, task: Task) -> bool:
     return any(node == t or node.startswith(t + "[") or node.startswith(t + "::") for t in task.tests)
 
 
-def cmd_check(tasks: list[Task], state: State, _args) -> int:
-    sources = {task.id: functions_of(read(task.file), task) for task in tasks}
-    all_passed = True
+def _report(task: Task, cases: list[dict], tests: list[dict]) -> bool:
+    """Print one task's cases and tests; True when all pass."""
+    print(f"\n{task.id}  {task.title}  ({where(task)})")
+    written = [r for r in cases if r["message"] != NOT_WRITTEN]
+    passed = all(r["passed"] for r in cases)
+    for r in cases if written else []:
+        print(f"  {'✓' if r['passed'] else '✗'} {r['name']}"
+              + ("" if r["passed"] else f": {r['message']}"))
+    if not passed and task.tests and written:
+        print("  · the chapter's tests run once every case passes")
+    for r in tests:
+        skipped = r["message"].startswith("skipped")
+        print(f"  {'-' if skipped else '✓' if r['passed'] else '✗'} test {r['name'].split('/')[-1]}"
+              + (f": {r['message']}" if r["message"] else ""))
+    ran = [r for r in tests if not r["message"].startswith("skipped")]
+    ok = passed and all(r["passed"] for r in tests)
+    if ok:
+        print(f"✓ {task.id}: all {len(cases)} cases and {len(ran)} of the chapter's tests pass"
+              + (f" ({len(tests) - len(ran)} skipped)" if len(ran) < len(tests) else "")
+              + f". They catch {'; '.join(m.name for m in task.mistakes)}.")
+    elif not written:
+        print(f"✗ {task.id}: {NOT_WRITTEN}: {', '.join(task.functions)} still "
+              f"{'raises' if len(task.functions) == 1 else 'raise'} NotImplementedError")
+    else:
+        print(f"✗ {task.id}: {sum(r['passed'] for r in cases)} of {len(cases)} cases pass"
+              + (f", {sum(r['passed'] for r in ran)} of {len(ran)} tests" if tests else ""))
+    return ok
+
+
+def cmd_check(chosen: list[Task], state: State, tasks: list[Task], _args) -> int:
+    sources = {task.id: yours(task) for task in chosen}
     with tempfile.TemporaryDirectory(prefix="learn-") as tmp:
         folder = Path(tmp)
-        copy_course(all_tasks(ROOT), folder)
-        compared = run_stage(folder, "compare", {"sources": sources})
-        passed = [task for task in tasks if all(r["passed"] for r in compared[task.id])]
+        copy_course(tasks, folder)
+        compared, printed = run_stage(folder, "compare", {"sources": sources})
+        passed = [task for task in chosen if all(r["passed"] for r in compared[task.id])]
         testable = [task for task in passed if task.tests]
-        tested = run_tests(folder, testable, sources) if testable else {}
-    for task in tasks:
-        cases, tests = compared[task.id], tested.get(task.id, [])
-        print(f"\n{task.id}  {task.title}  ({where(task)})")
-        written = [r for r in cases if r["message"] != NOT_WRITTEN]
-        for r in cases if written else []:
-            print(f"  {'✓' if r['passed'] else '✗'} {r['name']}"
-                  + ("" if r["passed"] else f": {r['message']}"))
-        if task not in passed and task.tests and written:
-            print("  · the chapter's tests run once every case passes")
-        for r in tests:
-            mark = "-" if r["message"].startswith("skipped") else "✓" if r["passed"] else "✗"
-            print(f"  {mark} test {r['name'].split('/')[-1]}" + (f": {r['message']}" if r["message"] else ""))
-        ok = task in passed and all(r["passed"] for r in tests)
-        if ok:
-            print(f"✓ {task.id}: all {len(cases)} cases and {len(tests)} of the chapter's tests pass. "
-                  f"They catch {'; '.join(m.name for m in task.mistakes)}.")
-        elif not written:
-            print(f"✗ {task.id}: {NOT_WRITTEN}: {', '.join(task.functions)} still "
-                  f"{'raises' if len(task.functions) == 1 else 'raise'} NotImplementedError")
-        else:
-            print(f"✗ {task.id}: {sum(r['passed'] for r in cases)} of {len(cases)} cases pass"
-                  + (f", {sum(r['passed'] for r in tests)} of {len(tests)} tests" if tests else ""))
+        tested = run_tests(folder, testable, sources, tasks) if testable else {}
+    if printed.strip():
+        lines = printed.rstrip().splitlines()
+        print("your code printed, during the cases:\n  " + "\n  ".join(lines[:20])
+              + (f"\n  ... ({len(lines) - 20} more lines)" if len(lines) > 20 else ""))
+    all_passed = True
+    for task in chosen:
+        ok = _report(task, compared[task.id], tested.get(task.id, []))
         state.task(task.id)["checked"] = {"sources": digest(sources[task.id]), "passed": ok}
         all_passed &= ok
     state.save()
@@ -301,32 +372,38 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 1)[1])
     parser.add_argument("command", choices=COMMANDS)
-    parser.add_argument("ids", nargs="*", help="task ids, e.g. 1.attention (list: none)")
+    parser.add_argument("ids", nargs="*", help="task ids, e.g. 1.attention (list: all when none is given)")
     parser.add_argument("--apply", action="store_true", help="solution: put the course's version in place")
     args = parser.parse_args(argv)
     try:
         tasks = all_tasks(ROOT)
         known = {task.id: task for task in tasks}
-        if args.command == "list":
-            chosen = tasks
-        elif not args.ids:
+        unknown = [i for i in args.ids if i not in known]
+        if unknown:
+            raise LearnError(f"no task {unknown[0]}; `uv run learn list` shows the ids")
+        if not args.ids and args.command != "list":
             raise LearnError(f"say which task: `uv run learn {args.command} 1.attention`; "
                              "`uv run learn list` shows them all")
-        else:
-            unknown = [i for i in args.ids if i not in known]
-            if unknown:
-                raise LearnError(f"no task {unknown[0]}; `uv run learn list` shows the ids")
-            chosen = [known[i] for i in args.ids]
-        code = COMMANDS[args.command](chosen, State(), args)
+        if args.apply and args.command != "solution":
+            raise LearnError("--apply goes with `solution`")
+        if args.command != "hint":
+            require_git()
+        chosen = [known[i] for i in args.ids] if args.ids else tasks
+        code = COMMANDS[args.command](chosen, State(), tasks, args)
     except LearnError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    sys.stdout.flush()
     return code
 
 
 def entry() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # `uv run learn list | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,11 @@ def replace_function(text: str, qualname: str, source: str) -> str:
     lines = text.splitlines(keepends=True)
     start, end = span(text, qualname)
     indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
-    new = textwrap.indent(textwrap.dedent(source), indent, lambda line: line.strip() != "")
+    first = source.lstrip("\n")
+    if first[: len(first) - len(first.lstrip())] == indent:  # at the right depth already: as it is, so that
+        new = first  # a multi-line string in it keeps its lines exactly
+    else:
+        new = textwrap.indent(textwrap.dedent(source).lstrip("\n"), indent, lambda line: line.strip() != "")
     if not new.endswith("\n"):
         new += "\n"
     return "".join(lines[:start]) + new + "".join(lines[end:])

@@ -273,7 +273,39 @@ def test_a_learner_who_commits_their_version_is_still_checked_against_the_course
         subprocess.run([*git, "commit", "-qam", "my block"], check=True, capture_output=True)
         assert learn(clone, "check", task.id).returncode == 1  # HEAD is theirs now; the course's is kept
         assert learn(clone, "reset", task.id).returncode == 0 and path.read_bytes() == before
-        assert not (clone / ".learn" / "course" / task.file).exists()
+        assert not (clone / ".learn" / "course" / f"{task.id}.json").exists()
     finally:
         subprocess.run([*git, "reset", "-q", "--hard", "HEAD~1"], check=False, capture_output=True)
+        path.write_bytes(before)
+
+
+def test_a_file_that_does_not_parse_is_named_and_reset_whole(clone, learn):
+    task = BY_ID["1.loss"]
+    path = clone / task.file
+    before = path.read_bytes()
+    try:
+        path.write_text(before.decode().replace("def lm_loss(", "def lm_loss((", 1), encoding="utf-8")
+        checked = learn(clone, "check", task.id)
+        assert checked.returncode == 2 and f"{task.file} line " in checked.stderr
+        assert checked.stderr.count("\n") == 1 and "learn reset 1.loss" in checked.stderr
+        assert learn(clone, "reset", task.id).returncode == 0 and path.read_bytes() == before
+        saved = sorted((clone / ".learn" / "saved").glob("1.loss-*.py"))
+        assert "def lm_loss((" in saved[-1].read_text(encoding="utf-8")
+    finally:
+        path.write_bytes(before)
+
+
+def test_start_of_several_tasks_writes_nothing_when_one_is_refused(clone, learn):
+    block, attention = BY_ID["1.block"], BY_ID["1.attention"]
+    path = clone / block.file
+    before = path.read_bytes()
+    try:
+        text = before.decode()
+        wrong = with_mistake(functions_of(text, block), block.mistakes[0])["Block.forward"]
+        path.write_text(replace_function(text, "Block.forward", wrong), encoding="utf-8")
+        edited = path.read_bytes()
+        refused = learn(clone, "start", attention.id, block.id)
+        assert refused.returncode == 2 and "1.block" in refused.stderr and path.read_bytes() == edited
+        assert learn(clone, "reset", block.id).returncode == 0 and path.read_bytes() == before
+    finally:
         path.write_bytes(before)
