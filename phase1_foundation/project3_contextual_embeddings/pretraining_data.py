@@ -48,9 +48,6 @@ def mask_tokens(
     surprise. labels hold the original token at chosen positions (also those left unchanged) and IGNORE
     elsewhere. Special tokens, padding included, are never chosen, and the random replacement is never one
     (BERT's code drew it from the whole vocabulary, [CLS] and [SEP] included).
-
-    Vectorised: a random key per position, specials pushed to the end; a position is chosen when its key's
-    rank within the row is below the row's count.
     """
     device = generator.device if generator is not None else input_ids.device  # draw where the generator lives
     ids = input_ids.to(device)

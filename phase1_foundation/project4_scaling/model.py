@@ -153,8 +153,9 @@ class GPT(nn.Module):
 # --- counting N and C --------------------------------------------------------------------------------------
 
 def non_embedding_parameters(n_layer: int, n_embd: int) -> int:
-    """Kaplan's N, exactly, for this architecture: per block 12·d² weights (Q, K, V, output: 4d²; MLP:
-    2·4d²) and 13·d biases and LayerNorm gains/shifts, plus the final LayerNorm's 2·d.
+    """Kaplan's N, exactly, for this architecture and from its shape alone: every weight, bias and LayerNorm
+    parameter of the n_layer blocks and of the final LayerNorm, so that runs can be planned and compared by
+    N (download_data.py) without building a model.
 
     PAPER: Kaplan et al. 2020, Eq. 2.1 writes N ≈ 12·n_layer·d_model², the weights alone. What N leaves out
     is what a token only looks up: the token and position tables, and a head that is tied to the token table
@@ -164,7 +165,7 @@ def non_embedding_parameters(n_layer: int, n_embd: int) -> int:
 
 
 def total_parameters(config: GPTConfig) -> int:
-    """With the tables: token (V x d, shared with the tied head) and positions (block_size x d)."""
+    """Every parameter of the model: N plus the tables a token looks up (the tied head is the token table)."""
     tables = (config.vocab_size + config.block_size) * config.n_embd
     return non_embedding_parameters(config.n_layer, config.n_embd) + tables
 

@@ -158,9 +158,9 @@ TASKS = [
         hints=(
             "Shapes: x is (B, T, C); self.c_attn(x) is (B, T, 3C); each head sees hs = C // n_head dims, so "
             "q, k and v become (B, nh, T, hs) with .view(B, T, nh, hs).transpose(1, 2).",
-            "Scores are q @ k.transpose(-2, -1) / sqrt(hs), shape (B, nh, T, T): row i is query i. The mask "
-            "self.mask[:T, :T] is True where query i may see key j (j <= i); fill the rest with -inf before "
-            "the softmax over the last axis (the keys).",
+            "Every query against every key, scaled by 1/sqrt(hs): scores (B, nh, T, T), row i for query i. "
+            "The mask self.mask[:T, :T] is True where query i may see key j (j <= i); fill the rest with "
+            "-inf before the softmax over the last axis (the keys), not the queries'.",
             "After att @ v, (B, nh, T, hs) -> .transpose(1, 2).contiguous().view(B, T, C) puts the heads "
             "side by side again; on the fast path pass dropout_p only in training and is_causal=self.causal.",
         ),
@@ -188,13 +188,18 @@ TASKS = [
         file="phase1_foundation/project1_gpt/model.py",
         functions=("Block.forward",),
         difficulty=1,
-        asks="Attention, then the MLP, each inside a residual connection. GPT-1 (post-LN) normalises after\n"
-             "each addition: x = LN(x + f(x)). GPT-2 (self.pre_ln) normalises each sub-block's input:\n"
-             "x = x + f(LN(x)). Use self.ln_1 around attention and self.ln_2 around the MLP.",
+        asks="Attention, then the MLP, each inside a residual connection. GPT-1 (post-LN) normalises the\n"
+             "sum after each residual addition; GPT-2 (self.pre_ln) normalises only what each sub-block\n"
+             "reads and adds its output to x unnormalised. Use self.ln_1 around attention and self.ln_2\n"
+             "around the MLP.",
         hints=(
-            "Two lines per branch: one for self.attn with self.ln_1, one for self.mlp with self.ln_2.",
-            "post-LN: x = self.ln_1(x + self.attn(x)), then the same with ln_2 and mlp. pre-LN: "
-            "x = x + self.attn(self.ln_1(x)), then the same with ln_2 and mlp.",
+            "Two lines per branch: one for self.attn with self.ln_1, one for self.mlp with self.ln_2. x is "
+            "(B, T, C) in and out, and so is every sub-block and LayerNorm.",
+            "The branches differ only in where the LayerNorm sits: on the residual sum (post-LN), or on the "
+            "sub-block's input alone, the stream x never normalised (pre-LN). Classic slips: normalising in "
+            "both places, dropping a residual, or reusing ln_1 for the MLP.",
+            "post-LN: x = self.ln_1(x + self.attn(x)), then the same for the MLP with ln_2. pre-LN: the "
+            "attention reads self.ln_1(x) and its output is added to x, then the same for the MLP with ln_2.",
         ),
         check=check_block,
         tests=(TESTS + "test_model.py::test_logits_match_transformers",
@@ -223,6 +228,9 @@ TASKS = [
         hints=(
             "logits is (B*K, T, V); ids is (B, K, T). Flatten ids to (B*K, T). Which logits have a next "
             "token to predict, and which ids are those next tokens?",
+            "Shift by one: the logits at positions 0 .. T-2 are scored against the ids at 1 .. T-1, so the "
+            "last logits have no target. The <|extract|> token itself is still a target (the last one); the "
+            "padding after it never is, and the first pad right after <|extract|> is the one that slips in.",
             "Targets are ids[:, 1:] against logits[:, :-1]. Target index p is ids[p + 1]: it is a real "
             "token while p < extract_at. Set the others to IGNORE and pass ignore_index=IGNORE to "
             "F.cross_entropy.",
@@ -251,8 +259,12 @@ TASKS = [
         hints=(
             "model.lm_head(model.hidden_states(context)[:, -1]) is the (B, V) logits of the last position "
             "only; model(context)[0][:, -1] gives the same.",
-            "top-k: the k-th largest value is torch.topk(logits, k).values[:, -1:]; masked_fill everything "
-            "below it with -inf. Temperature divides the logits before the softmax, not the probabilities.",
+            "The model knows only block_size positions: crop the context every step, not once. Temperature "
+            "divides the logits before the softmax, not the probabilities; top-k sets the rest to -inf, so "
+            "the softmax gives them exactly 0. Sample; argmax would be greedy.",
+            "top-k: the k-th largest value is torch.topk(logits, min(top_k, V)).values[:, -1:], (B, 1); "
+            "masked_fill everything below it with -inf. torch.multinomial on the softmax draws one id per "
+            "row, (B, 1), to torch.cat onto idx along dim 1.",
         ),
         check=check_generate,
         tests=(TESTS + "test_model.py::test_generate_top_k_1_is_greedy_decoding",
@@ -279,10 +291,14 @@ TASKS = [
              "the left to fit block_size. Return the ids (N, K, T) zero-padded at the end, the position of\n"
              "each <|extract|> (N, K), and the answers (N,).",
         hints=(
-            "The three special ids come from tokenizer.token_to_id('<|start|>') and the like. The room left "
-            "for the context is block_size - len(ending) - 3.",
-            "context[-room:] keeps the context's end, the part next to the candidate. T is the longest "
-            "sequence; extract_at is len(sequence) - 1.",
+            "One sequence per candidate, question by question: N·K lists of ids, then one (N·K, T) tensor "
+            "viewed as (N, K, T). The three special ids come from tokenizer.token_to_id('<|start|>') and the "
+            "like.",
+            "Cut the candidate first (to block_size // 2 tokens), then give the context whatever room is "
+            "left after the candidate and the 3 special tokens. The context loses its beginning, not its "
+            "end: the end is what the candidate continues.",
+            "room = block_size - len(ending) - 3, and context[-room:] keeps the context's end. T is the "
+            "longest sequence, the others zero-padded at the end; extract_at is len(sequence) - 1.",
         ),
         check=check_encode,
         tests=(TESTS + "test_finetune.py::test_each_candidate_becomes_start_context_delim_candidate_extract",

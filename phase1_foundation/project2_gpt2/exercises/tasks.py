@@ -207,10 +207,11 @@ TASKS = [
             "The residual stream x is never normalised itself: LayerNorm only makes the copy each sub-block "
             "reads. That is the whole difference from GPT-1's x = LN(x + f(x)).",
             "A pre-LN stack ends in a raw sum whose scale grows with depth, hence GPT-2's extra LayerNorm "
-            "after the last block. Positions: torch.arange(start, start + T) into self.wpe.",
-            "Block: x = x + self.attn(self.ln_1(x)), then the same with self.mlp and self.ln_2. "
-            "hidden_states: x = self.drop(self.wte(idx) + self.wpe(pos)); every block in turn; return "
-            "self.ln_f(x).",
+            "after the last block. idx's tokens sit at positions start .. start + T - 1, not 0 .. T - 1: "
+            "after cached tokens the new ones come further on.",
+            "Block: x = x + self.attn(self.ln_1(x)), then the same for the MLP with self.ln_2. "
+            "hidden_states: the ValueError first; then self.drop of the token embeddings plus "
+            "self.wpe(torch.arange(start, start + T)), every block in turn, and self.ln_f at the end.",
         ),
         check=check_pre_ln,
         tests=(TESTS + "test_model.py::test_from_hf_gives_transformers_logits",
@@ -246,6 +247,9 @@ TASKS = [
         hints=(
             "Shapes: q, k, v are (B, nh, T, hs) as in chapter 1; after the cache, k and v are (B, nh, S, hs) "
             "and the scores (B, nh, T, S). Append before you attend: the new token must see its own key.",
+            "Only two things change from chapter 1: keep what self.cache.append returns (the keys and values "
+            "of all S positions, the T new ones last), or the new token sees only itself; and the causal "
+            "mask, which must now line up T queries against S keys.",
             "The T queries are the last T of the S positions, so query i is at position S - T + i and may "
             "see keys 0..S - T + i. is_causal=True masks as if both started at 0: right only when S == T.",
             "Fast path: is_causal=(S == T). Explicit path: the rows S - T .. S - 1 and columns 0 .. S - 1 of "
@@ -325,9 +329,9 @@ TASKS = [
             "_merge_pair walks i along the symbols: at a match append the joined pair and step 2, otherwise "
             "append symbols[i] and step 1. Merging the leftmost pair, or one occurrence only, is not the "
             "same.",
-            "_bpe: parts = list(symbols); while len(parts) > 1: pair = the min of itertools.pairwise(parts) "
-            "by self.ranks.get(p, len(self.ranks)); stop if it is not in self.ranks; parts = "
-            "_merge_pair(parts, pair).",
+            "_bpe: from the list of single symbols, repeatedly take the neighbouring pair of lowest rank, "
+            "min(itertools.pairwise(parts), key=lambda p: self.ranks.get(p, len(self.ranks))); stop when "
+            "even it is not in self.ranks (or one part is left), else merge it everywhere with _merge_pair.",
         ),
         check=check_bpe,
         tests=(TESTS + "test_tokenizer.py::test_any_bytes_round_trip_without_an_unknown_token",
@@ -362,9 +366,13 @@ TASKS = [
         hints=(
             "self.apply(fn) calls fn on every submodule; nn.init.normal_(w, mean=0.0, std=...) and "
             "nn.init.zeros_(b) draw in place.",
-            "Only the projections that write into the residual stream are scaled: both end in "
-            "'c_proj.weight' in self.named_parameters(). Redraw them after the N(0, 0.02) pass, or that pass "
-            "overwrites them.",
+            "Only the layers that add into the residual stream are scaled: each block has two, the "
+            "attention's and the MLP's output projections, so N = 2 * n_layer. The trap is the order: the "
+            "N(0, 0.02) pass over every module must come first, or it overwrites the scaled draw.",
+            "_init_weights: normal_ on the weight of an nn.Linear or nn.Embedding, zeros_ on a Linear's bias "
+            "when there is one. init_weights: self.apply(self._init_weights), then redraw each parameter of "
+            "self.named_parameters() whose name ends in 'c_proj.weight' with std 0.02 / "
+            "math.sqrt(2 * self.config.n_layer).",
         ),
         check=check_scaled_init,
         tests=(TESTS + "test_model.py::test_residual_projections_start_smaller_by_sqrt_of_twice_the_depth",),

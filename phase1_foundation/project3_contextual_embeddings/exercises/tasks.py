@@ -441,13 +441,15 @@ TASKS = [
              "pair i at position t by its angle (cos[t, i], sin[t, i]), put the pairs back in place, and\n"
              "return the result in x's dtype.",
         hints=(
-            "Angles: theta = ROTARY_BASE ** (-torch.arange(0, head_size, 2) / head_size) is (hs/2,), the "
-            "2i being 0, 2, 4, ...; torch.outer(positions, theta) is (T, hs/2). Work in float64, return "
-            ".float().",
-            "Turning (x0, x1) by an angle a gives (x0 cos a - x1 sin a, x0 sin a + x1 cos a). The pairs are "
-            "neighbours, x0 = x[..., 0::2] and x1 = x[..., 1::2], not the two halves of the vector.",
-            "torch.stack((new0, new1), dim=-1) is (B, nh, T, hs/2, 2); .flatten(-2) interleaves them back "
-            "to (B, nh, T, hs): new0[0], new1[0], new0[1], ... Finish with .type_as(x).",
+            "rotary_angles: one angle m * theta_i per position m and pair i, a (T, hs/2) table; theta_i "
+            "falls from 1 for pair 0 towards 1 / ROTARY_BASE. rotate: each vector of x (B, nh, T, hs) is "
+            "hs/2 pairs, and cos, sin (T, hs/2) broadcast over B and nh.",
+            "Two traps: the pairs are neighbours, x0 = x[..., 0::2] and x1 = x[..., 1::2], not the two "
+            "halves of the vector (GPT-NeoX's layout); and the exponent's 2i runs 0, 2, 4, ..., not 0, 1, "
+            "2. Work out the angles in float64 and return them as float32.",
+            "Angles: torch.outer(positions, theta), theta = ROTARY_BASE ** (-torch.arange(0, head_size, 2) "
+            "/ head_size). Turning (x0, x1) by a gives (x0 cos a - x1 sin a, x0 sin a + x1 cos a); stack the "
+            "two on a new last axis and .flatten(-2) to interleave them back, then .type_as(x).",
         ),
         check=check_rotary,
         tests=(TESTS + "test_model.py::test_rotary_scores_depend_on_the_offset_only",
@@ -479,14 +481,18 @@ TASKS = [
              "the rest stay as they are. labels: the original token at the chosen positions, IGNORE\n"
              "elsewhere. Draw every random number with `generator`.",
         hints=(
-            "An exact count per row without a loop: a random key per position (torch.rand with "
-            "generator=generator), the specials' keys pushed to the end (2.0); a row's count smallest keys "
-            "are its chosen positions. key.argsort(1).argsort(1) is each key's rank within its row.",
-            "Then a second uniform number per position, `action`: chosen & (action < mask_share) -> MASK_ID; "
-            "chosen & (mask_share <= action < mask_share + random_share) -> a token of torch.randint("
-            "N_SPECIAL, vocab_size, ..., generator=generator). Only chosen positions ever change.",
-            "labels = torch.where(chosen, ids, IGNORE). Return (masked_ids, labels), long tensors on "
-            "input_ids' device.",
+            "Everything is (B, T): ordinary = ids >= N_SPECIAL marks the candidates, and each row b has its "
+            "own count of tokens to choose, from its own n. Draw with torch.rand and torch.randint, "
+            "generator=generator; a boolean (B, T) `chosen` then drives the rest.",
+            "A coin per token (rand < mlm_prob) is the classic mistake: right on average, but not exactly "
+            "the count per row, and sometimes none. Exact counts without a loop: give every position a "
+            "random key, push the specials' keys past all the others, and choose each row's count smallest "
+            "keys.",
+            "key.argsort(1).argsort(1) is each key's rank within its row (0 for the smallest), so chosen = "
+            "rank < count[:, None]. count is round(n * mlm_prob), at least 1, and 0 where n = 0.",
+            "A second uniform number per chosen position splits it: below mask_share -> MASK_ID; from "
+            "mask_share to mask_share + random_share -> a torch.randint(N_SPECIAL, vocab_size, ...) token; "
+            "else unchanged. labels = torch.where(chosen, ids, IGNORE); both long, on input_ids' device.",
         ),
         check=check_mask_tokens,
         tests=(TESTS + "test_data.py::test_mask_tokens_follows_bert_statistics",
@@ -524,11 +530,12 @@ TASKS = [
             "A pair of len_a and len_b tokens takes len_a + len_b + 3 positions: [CLS] at 0, A at "
             "1 .. len_a, [SEP] at len_a + 1, B at len_a + 2 .. len_a + len_b + 1, [SEP] at "
             "len_a + len_b + 2.",
-            "A loop over the rows is fine: the list [CLS_ID, *tokens[a0:a1], SEP_ID, *tokens[b0:b1], "
-            "SEP_ID] padded with PAD_ID; segment ids len_a + 2 zeros, len_b + 1 ones, then zeros; the mask "
-            "len_a + len_b + 3 ones, then zeros.",
-            "Vectorised: position = np.arange(T)[None, :] against len_a, len_b of shape (B, 1) tells each "
-            "position's part; the segment ids are real & (position >= len_a + 2).",
+            "The traps are the [SEP]s and the padding: A's [SEP] is segment 0 and B's closing [SEP] segment "
+            "1, both inside the attention mask; padding is segment 0 and outside it. A loop over the rows "
+            "is fine.",
+            "Per row: [CLS_ID, *tokens[a0:a1], SEP_ID, *tokens[b0:b1], SEP_ID] padded with PAD_ID; segment "
+            "ids len_a + 2 zeros, len_b + 1 ones, then zeros; the mask len_a + len_b + 3 ones, then zeros. "
+            "(Vectorised: np.arange(T)[None, :] against len_a, len_b of shape (B, 1).)",
         ),
         check=check_pair_layout,
         tests=(TESTS + "test_data.py::test_pairs_are_half_true_continuations_half_other_documents",
@@ -560,15 +567,19 @@ TASKS = [
              "A left of block_size - 3 (1+ sentence, same document). Return the token ranges [start, end)\n"
              "of A and of B, (B, 2) each, and the labels (B,).",
         hints=(
-            "self.sentences (off) holds each sentence's first token: sentence s is tokens off[s] .. "
-            "off[s + 1] - 1. np.searchsorted(off, off[start] + target) is the first boundary at least target "
-            "tokens on; clip it to [start + 2, self.doc_end[start]].",
-            "A's end: start + 1 + floor(u * (chunk_end - start - 1)), u uniform in [0, 1), is start + 1 .. "
-            "chunk_end - 1. Another document, uniformly: (self.doc_of[start] + 1 + randint(n_documents - 1)) "
-            "% n_documents; its sentences are self.documents[d] .. self.documents[d + 1] - 1.",
+            "Work in sentence indices, a (B,) array per quantity: self.sentences (off) holds each sentence's "
+            "first token, so sentences s .. e - 1 are the tokens [off[s], off[e]). self.doc_of[s] is s's "
+            "document, self.doc_end[s] the sentence after it, self.documents[d] document d's first sentence.",
             "Draw every random number with generator=self.generator (torch.randint, torch.rand, then "
-            ".numpy()) so that a resumed run repeats its batches; pick B with np.where(is_next[:, None], "
-            "real_b, random_b) and return is_next.astype(np.int64) as the labels.",
+            ".numpy()), never np.random, so that a resumed run repeats its batches. Traps: A must leave B at "
+            "least one sentence, and NotNext's B must come from another document, uniform over the others.",
+            "np.searchsorted(off, off[start] + target) is the first boundary at least target tokens on; clip "
+            "it to [start + 2, self.doc_end[start]] for the chunk's end. A's end: start + 1 + floor(u * "
+            "(chunk_end - start - 1)), u uniform in [0, 1), is start + 1 .. chunk_end - 1.",
+            "Another document: (self.doc_of[start] + 1 + randint(n_documents - 1)) % n_documents; B starts "
+            "at a uniform sentence of it and runs like the chunk, to what A left of target, clipped to "
+            "[b_start + 1, self.documents[d + 1]]. np.where(is_next[:, None], real_b, random_b); labels "
+            "is_next as int64.",
         ),
         check=check_nsp_pairs,
         tests=(TESTS + "test_data.py::test_pairs_are_half_true_continuations_half_other_documents",

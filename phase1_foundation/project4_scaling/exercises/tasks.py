@@ -287,9 +287,12 @@ TASKS = [
              "n_embd) is the exact count of the blocks and the final LayerNorm; total_parameters(config)\n"
              "adds the token and position tables (the tied head is the token table).",
         hints=(
-            "self.parameters() yields a shared tensor once. For the formula, count one block: c_attn "
-            "(d -> 3d) and c_proj (d -> d), the MLP's c_fc (d -> 4d) and c_proj (4d -> d), each a weight and "
-            "a bias, and two LayerNorms of a gain and a shift each.",
+            "self.parameters() yields a shared tensor once; leave the tables out by identity (id(p)). For "
+            "the formula, count one block with d = n_embd: c_attn (d -> 3d) and c_proj (d -> d), the MLP's "
+            "c_fc (d -> 4d) and c_proj (4d -> d), each a weight and a bias, and two LayerNorms.",
+            "Kaplan's 12·n_layer·d² counts the weight matrices only; the exact N adds every Linear's bias "
+            "(its output width), every LayerNorm's gain and shift (d each), and the final LayerNorm after "
+            "the blocks. The tied head is the token table: count it once, and never in N.",
             "Weights per block: 3d² + d² + 4d² + 4d² = 12d²; biases 3d + d + 4d + d = 9d; LayerNorms 4d: so "
             "n_layer·(12d² + 13d) + 2d (ln_f). The tables add (vocab_size + block_size)·d.",
         ),
@@ -327,9 +330,15 @@ TASKS = [
             "A matmul of an (m, k) by a (k, n) matrix costs 2·m·k·n FLOPs. App. F's key_size·num_heads is "
             "d_model here; its ffw_size is 4·d_model. Count one sequence of T = block_size tokens, then "
             "divide by T.",
-            "App. F per sequence: embeddings 2·T·V·d; per layer, attention 2·3·T·d·d (q, k, v) + 2·T·T·d "
-            "(logits) + 3·n_head·T·T (softmax) + 2·T·T·d (values) + 2·T·d·d (output), and the MLP 2·T·(d·4d "
-            "+ 4d·d); the final logits 2·T·d·V. Kaplan: 3·(2N + 2·L·T·d).",
+            "Traps: N is non_embedding_parameters, not the total; every method is 3 times its forward pass "
+            "(the backward costs two); App. F's key_size·num_heads is the whole width d, not one head's; and "
+            "App. F counts one sequence, so it still has to be divided by T.",
+            "App. F per layer, for T tokens: q, k, v 2·3·T·d·d; the query-key logits 2·T·T·d; the softmax "
+            "3·n_head·T·T; the weighted sum of values 2·T·T·d; the output projection 2·T·d·d; the MLP "
+            "2·T·(d·4d + 4d·d).",
+            "Chinchilla: forward = 2·T·V·d (embeddings) + n_layer·(attention + MLP) + 2·T·d·V (logits), and "
+            "the answer is 3·forward / T. Kaplan: 3·(2N + 2·n_layer·T·d); 6N: 6·N; any other method raises "
+            "ValueError.",
         ),
         check=check_flops,
         tests=(TESTS + "test_model.py::test_6n_and_kaplan",
@@ -364,9 +373,12 @@ TASKS = [
         hints=(
             "Fit in ln N, not in N: along an IsoFLOP line the loss is close to a parabola in ln N. "
             "np.polyfit(u, loss, 2) returns the coefficients highest power first.",
-            "The vertex of c2·u² + c1·u + c0 is at u = -c1 / (2·c2), a minimum only when c2 > 0; x_min = "
-            "exp(u). Compare it with x.min() and x.max(); _OUTSIDE[quantity] is (what was trained, the "
-            "models to add when x_min is above, when below).",
+            "Check what cannot be trusted before you trust the vertex: fewer than 3 distinct x (np.unique) "
+            "fix no parabola, and c2 <= 0 has no minimum (it opens downward). The vertex is in ln x: take it "
+            "back with exp.",
+            "The vertex of c2·u² + c1·u + c0 is at u = -c1 / (2·c2); x_min = exp(u). Compare it with x.min() "
+            "and x.max(); _OUTSIDE[quantity] is (what was trained, the models to add when x_min is above, "
+            "when below).",
         ),
         check=check_isoflop,
         tests=(TESTS + "test_laws.py::test_approach_2_reports_a_budget_whose_minimum_lies_outside_the_sizes"
@@ -399,11 +411,18 @@ TASKS = [
              "return the sum over the runs of Huber_δ(predicted - log L), and its gradient in\n"
              "(a, b, e, α, β).",
         hints=(
-            "The residual is in logs: predicted log L minus log L, never L_hat - L. Stack the three terms as "
-            "a (3, runs) array and use scipy's logsumexp over axis 0: exp(800) overflows, the LSE does not.",
-            "d Huber/d r = clip(r, -δ, δ); d LSE/d term_k = exp(term_k - LSE), each term's share. So d/da = "
-            "Σ clip·share_0, d/db = Σ clip·share_1, d/de = Σ clip·share_2, d/dα = -Σ clip·share_0·ln N, "
-            "d/dβ = -Σ clip·share_1·ln D.",
+            "params = (a, b, e, α, β) are ln A, ln B, ln E and the exponents; log_n, log_d, log_loss are "
+            "(runs,). The three terms a - α·ln N, b - β·ln D and e stack into a (3, runs) array, and the "
+            "predicted log L is their log-sum-exp over axis 0.",
+            "The residual is in logs: predicted log L minus log L, never L_hat - L. Use scipy's logsumexp, "
+            "not log(sum(exp)): exp(800) overflows, the LSE does not. Huber's linear part, δ·(|r| - δ/2), "
+            "meets r²/2 at |r| = δ without a jump.",
+            "Chain rule: d Huber/d r = clip(r, -δ, δ); d LSE/d term_k = exp(term_k - LSE), each term's share "
+            "(a softmax over the three). Term 0 moves with a (1) and α (-ln N), term 1 with b (1) and β "
+            "(-ln D), term 2 with e (1).",
+            "So d/da = Σ clip·share_0, d/db = Σ clip·share_1, d/de = Σ clip·share_2, d/dα = -Σ "
+            "clip·share_0·ln N, d/dβ = -Σ clip·share_1·ln D; return (Σ _huber(residual), those five as an "
+            "array).",
         ),
         check=check_huber,
         tests=(TESTS + "test_laws.py::test_the_huber_gradient_is_the_derivative_of_the_huber_loss",
@@ -438,9 +457,13 @@ TASKS = [
         hints=(
             "Build a (P, L) array of booleans: right[p, i] is True when answer p's written text has a digit "
             "at i and it is the correct one. Exact match compares whole strings: a digit too many is wrong.",
-            "per_digit = right.mean(); digit_accuracy = right.mean(0); position_product = its product; "
-            "per_digit_power = per_digit ** L; prefix_exact_match = the mean over answers of "
-            "np.cumprod(right, axis=1), not the cumulative product of the means.",
+            "The two estimates of exact match differ: per_digit_power uses one share for every position, "
+            "position_product each position's own. prefix_exact_match decides for each answer whether its "
+            "first l digits are all right, then averages over the answers; the cumulative product of the "
+            "positions' averages is another number.",
+            "digit_accuracy is right.mean(0), (L,); per_digit its mean, position_product its product, "
+            "per_digit_power per_digit ** L; prefix_exact_match is np.cumprod(right, axis=1).mean(0). Return "
+            "floats, and lists via .tolist().",
         ),
         check=check_answer_scores,
         tests=(TESTS + "test_emergence.py::test_exact_match_follows_the_product_of_the_positions_not_the_mean"
