@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from common import checkpoint as ckpt
+from common import reference
 from common.baselines import unigram_cross_entropy
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
@@ -152,6 +153,7 @@ def summarize(cfg: SimpleNamespace, model: GPT, tokenizer: Tokenizer, data_dir: 
           f"context-free unigram model; {steps} steps in {wall / 60:.1f} min\ncheckpoint: {checkpoint}\n"
           f"loss curve: {plot}")
     save_summary(out_dir, summary)
+    reference.report(config, cfg, summary)  # "is my loss right?": the course's, beside it
     return summary
 
 

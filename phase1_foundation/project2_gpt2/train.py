@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from common import checkpoint as ckpt
+from common import reference
 from common.baselines import bigram_cross_entropy, unigram_cross_entropy
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
@@ -225,6 +226,7 @@ def summarize(cfg: SimpleNamespace, model: GPT, data_dir: Path, val_loss: float,
           f"{tokens_per_second:,.0f} tokens/s (this device's matmuls: "
           f"{summary['matmul_flops'] / 1e9:,.0f} GFLOP/s)\ncheckpoint: {checkpoint}\nloss curve: {plot}")
     save_summary(out_dir, summary)
+    reference.report(config, cfg, summary)  # "is my loss right?": the course's, beside it
     return summary
 
 

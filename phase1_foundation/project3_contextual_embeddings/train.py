@@ -23,6 +23,7 @@ from types import SimpleNamespace
 import torch
 
 from common import checkpoint as ckpt
+from common import reference
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
 from common.interrupt import GracefulInterrupt
@@ -151,7 +152,8 @@ def summarize(cfg: SimpleNamespace, out_dir: Path, data_dir: Path, val: dict, va
                        references={"mask_loss": {"unigram": val["val_unigram_mask_loss"],
                                                  "bigram": val["val_bigram_mask_loss"]},
                                    "nsp_loss": {"chance": math.log(2)}})
-    summary = {**val, "steps": steps, "wall_seconds": wall, "tokens_per_second": tokens_seen / wall,
+    summary = {**val, "val_loss": val["val_mlm_loss"] + val.get("val_nsp_loss", 0.0), "steps": steps,
+               "wall_seconds": wall, "tokens_per_second": tokens_seen / wall,
                "matmul_flops": matmul_flops(torch.device(cfg.DEVICE)), "checkpoint": portable(checkpoint),
                "loss_curve": portable(plot), "data_dir": portable(data_dir)}
     n = {kind: int(val_counts[f"{kind}_count"]) for kind in ("mlm", "mask", "random", "unchanged")}
@@ -179,6 +181,7 @@ def summarize(cfg: SimpleNamespace, out_dir: Path, data_dir: Path, val: dict, va
                  f"device multiplies matrices at {summary['matmul_flops'] / 1e9:,.0f} GFLOP/s just now")
     print("\n" + "\n".join(lines) + f"\ncheckpoint: {checkpoint}\nloss curves: {plot}")
     save_summary(out_dir, summary)
+    reference.report(config, cfg, summary)  # "is my loss right?": the course's, beside it
     return summary
 
 

@@ -29,6 +29,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from common import reference
 from common.baselines import bigram_cross_entropy, unigram_cross_entropy
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, seed_everything
@@ -220,7 +221,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     seconds = sum(row["wall_s"] for row in rows)
     print(f"trained {sum(row['tokens'] for row in rows):,} tokens in {seconds:.0f} s of runs; this device "
           f"multiplies matrices at {matmul_flops(device) / 1e9:,.0f} GFLOP/s just now")
-    save_summary(Path(cfg.OUT_DIR), {"runs": len(rows), "results": portable(results), "baselines": floor})
+    summary = {"runs": len(rows), "results": portable(results), "baselines": floor, "trained": len(todo),
+               "data_dir": portable(data_dir), "val_losses": {row["name"]: row["val_loss"] for row in rows}}
+    save_summary(Path(cfg.OUT_DIR), summary)
+    reference.report(config, cfg, summary)  # "is my loss right?": every run's loss beside the course's
     print(f"results: {results}\nnext: uv run python phase1_foundation/project4_scaling/laws.py")
     return rows
 
