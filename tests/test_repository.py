@@ -100,3 +100,37 @@ def test_only_tests_import_a_chapters_train_py():
                 names = {f"{m}.{alias.name}" for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                          if isinstance(node, ast.ImportFrom) and (m := node.module) for alias in node.names}
                 assert train not in modules | names, f"{path} imports {train}"
+
+
+def code_blocks(readme: Path) -> list[tuple[int, str]]:
+    """The ```python blocks of a README, each with the line it starts on."""
+    blocks, lines = [], readme.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines):
+        if line.strip() == "```python":
+            end = next(i for i in range(number + 1, len(lines)) if lines[i].strip() == "```")
+            blocks.append((number + 1, "\n".join(lines[number + 1 : end])))
+    return blocks
+
+
+@pytest.mark.parametrize("readme", sorted(ROOT.glob("phase1_foundation/*/README.md")),
+                         ids=lambda path: path.parent.name)
+def test_code_a_readme_shows_is_the_repositorys_code(readme):
+    """A block that shows the course's code is a copy of it: every run of lines between `...` elisions stands,
+    line for line (indentation aside), in one .py file of the chapter or of common/. A block that begins with
+    an import is not an excerpt but code for the learner to run, and is left out."""
+    files = [*readme.parent.rglob("*.py"), *(ROOT / "common").rglob("*.py")]
+    sources = ["\n".join(line.strip() for line in path.read_text(encoding="utf-8").splitlines())
+               for path in files]
+    for start, block in code_blocks(readme):
+        if block.lstrip().startswith(("import ", "from ")):
+            continue
+        segment: list[str] = []
+        for line in [*block.splitlines(), "..."]:
+            if line.strip() not in ("...", "# ..."):
+                segment.append(line.strip())
+                continue
+            wanted = "\n".join(segment).strip("\n")
+            assert not wanted or any(f"\n{wanted}\n" in f"\n{source}\n" for source in sources), (
+                f"{readme.relative_to(ROOT)}:{start}: these lines are not in any .py file of the chapter or "
+                f"common/:\n{wanted}")
+            segment = []

@@ -51,18 +51,18 @@ def mask_tokens(
     """
     device = generator.device if generator is not None else input_ids.device  # draw where the generator lives
     ids = input_ids.to(device)
-    ordinary = ids >= N_SPECIAL  # (B, T)
+    ordinary = ids >= N_SPECIAL  # (B, T): not [PAD] [UNK] [CLS] [SEP] [MASK]
     n = ordinary.sum(dim=1)  # (B,)
-    count = torch.where(n > 0, (n * mlm_prob).round().long().clamp(min=1), 0)  # (B,)
+    count = torch.where(n > 0, (n * mlm_prob).round().long().clamp(min=1), 0)  # (B,): 15%, at least 1
     key = torch.rand(ids.shape, generator=generator, device=device).masked_fill(~ordinary, 2.0)  # (B, T)
     rank = key.argsort(dim=1).argsort(dim=1)  # (B, T): 0 for the smallest key of the row, 1 for the next, ...
     chosen = rank < count[:, None]  # (B, T): exactly count[b] ordinary positions in row b
     action = torch.rand(ids.shape, generator=generator, device=device)  # (B, T)
     random_ids = torch.randint(N_SPECIAL, vocab_size, ids.shape, generator=generator, device=device)  # (B, T)
-    masked = torch.where(chosen & (action < mask_share), MASK_ID, ids)
-    replace = chosen & (action >= mask_share) & (action < mask_share + random_share)  # (B, T)
-    masked = torch.where(replace, random_ids, masked)
-    labels = torch.where(chosen, ids, IGNORE)
+    masked = torch.where(chosen & (action < mask_share), MASK_ID, ids)  # 80%: [MASK]
+    replace = chosen & (action >= mask_share) & (action < mask_share + random_share)  # 10%: a random token
+    masked = torch.where(replace, random_ids, masked)  # the other 10% stay as they are
+    labels = torch.where(chosen, ids, IGNORE)  # IGNORE = -100: no loss at the other positions
     return masked.to(input_ids.device), labels.to(input_ids.device)
 
 
