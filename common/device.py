@@ -38,6 +38,14 @@ def pick_device(name: str = "auto") -> torch.device:
     return device
 
 
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work, so that a clock read next measures it (a no-op on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
 def autocast_dtype(device: torch.device) -> torch.dtype | None:
     """The low-precision type for matmuls, or None to stay in fp32.
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from common.device import autocast_dtype
+from common.device import autocast_dtype, synchronize
 
 
 class MetricsLog:
@@ -188,14 +188,12 @@ def matmul_flops(device: torch.device, size: int = 1024, repeats: int = 20) -> f
     device = torch.device(device)
     dtype = autocast_dtype(device) or torch.float32
     a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
-    synchronize = {"cuda": torch.cuda.synchronize, "mps": torch.mps.synchronize}.get(device.type,
-                                                                                  lambda: None)
     a @ b  # the first call pays for setup
-    synchronize()
+    synchronize(device)
     start = time.perf_counter()
     for _ in range(repeats):
         a @ b
-    synchronize()
+    synchronize(device)
     return 2 * size**3 * repeats / (time.perf_counter() - start)
 
 

@@ -3,9 +3,9 @@
 They turn each batch's gradients into the model's next weights, the step between batches and checkpoint in
 corpus → tokenizer → token files → batches → model → checkpoint.
 
-Weight decay is applied to weight matrices only: decaying biases, LayerNorm gains or nothing-but-lookup
-embeddings toward zero has no regularising meaning (GPT-1's "modified L2", BERT's `AdamWeightDecayOptimizer`
-which excludes LayerNorm and biases).
+Weight decay is applied to every weight matrix, the embedding tables included, and to nothing else: GPT-1
+decays "all non bias or gain weights" (§4.1), and BERT's `AdamWeightDecayOptimizer` excludes only LayerNorm
+and biases. A bias or a LayerNorm gain pulled toward zero would only shift or shrink every output alike.
 """
 
 import math

@@ -35,6 +35,8 @@ import psutil
 import torch
 from torch.nn import functional as F
 
+from common.device import synchronize
+
 BATCH, HEADS, HEAD_SIZE = 1, 8, 64  # one layer of a model 512 wide, one sequence
 MiB = 2**20
 
@@ -88,13 +90,6 @@ def describe(device: torch.device) -> str:
         if device.type == "mps":
             what = "Apple GPU (MPS) with " + what
     return f"{what}; torch {torch.__version__}"
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
 
 
 def _rss() -> tuple[int, int]:

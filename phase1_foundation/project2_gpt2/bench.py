@@ -32,7 +32,7 @@ import torch.nn.functional as F
 import transformers
 
 from common.config import load_config
-from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
+from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything, synchronize
 from common.optim import adamw
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.download_data import auto_vocab_size
@@ -109,14 +109,6 @@ def generation_rounds(ours: GPT, theirs: transformers.GPT2LMHeadModel, prompt: t
                                use_cache=True, pad_token_id=0)
 
     return {"ours": our_generation, "theirs": their_generation}
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for the device's queued work, so the clock measures it (a no-op on the CPU)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
 
 
 def race(sides: dict[str, Callable], rounds: int, device: torch.device) -> dict[str, list[float]]:

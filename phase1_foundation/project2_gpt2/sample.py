@@ -17,7 +17,7 @@ import torch
 
 from common import checkpoint as ckpt
 from common.config import load_config
-from common.device import describe, seed_everything
+from common.device import describe, seed_everything, synchronize
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.generate import generate
 from phase1_foundation.project2_gpt2.hf_weights import from_hf
@@ -38,13 +38,12 @@ def timed_generate(model: GPT, prompt: torch.Tensor, cfg, eos_id: int, stop, use
                    ) -> tuple[torch.Tensor, float]:
     """The continuation of `prompt` (1, T) and the tokens per second it was generated at."""
     generator = torch.Generator(prompt.device).manual_seed(cfg.SEED)  # the same draws with and without cache
-    synchronize = torch.cuda.synchronize if prompt.device.type == "cuda" else (lambda: None)
-    synchronize()
+    synchronize(prompt.device)
     start = time.perf_counter()
     out = generate(model, prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None,
                    top_p=cfg.TOP_P or None, eos_id=eos_id, stop=stop, use_cache=use_cache,
                    generator=generator)
-    synchronize()
+    synchronize(prompt.device)
     new_tokens = out.size(1) - prompt.size(1)
     return out, new_tokens / (time.perf_counter() - start)
 

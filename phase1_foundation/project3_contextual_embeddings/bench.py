@@ -25,7 +25,7 @@ import torch.nn.functional as F
 import transformers
 
 from common.config import load_config
-from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
+from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything, synchronize
 from common.optim import adamw
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import PAD_ID
@@ -106,14 +106,6 @@ def training_step(model: torch.nn.Module, loss_fn, cfg: SimpleNamespace, device:
         optimizer.zero_grad(set_to_none=True)
 
     return step
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for the device's queued work, so the clock measures it (a no-op on the CPU)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
 
 
 def race(steps: dict, batches: list[dict], rounds: int, device: torch.device) -> dict[str, list[float]]:

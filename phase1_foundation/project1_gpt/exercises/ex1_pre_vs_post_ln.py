@@ -19,8 +19,9 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from common.exercises import print_measured
 from common.metrics import read_metrics
-from phase1_foundation.project1_gpt.exercises import parse_args, print_measured, run_train
+from phase1_foundation.project1_gpt.exercises import parse_args, run_train
 
 # The exercise's changes to the preset: twice the depth of the CPU preset, 4x GPT-1's learning rate, a warmup
 # of 10 steps instead of GPT-1's 2000, and only the first 300 steps, where the two differ most. Your own

@@ -31,9 +31,10 @@ import torch.nn.functional as F
 
 from common import checkpoint as ckpt
 from common.device import seed_everything
+from common.exercises import print_measured
 from common.metrics import read_metrics
 from common.tokens import Batches, load_tokens
-from phase1_foundation.project1_gpt.exercises import parse_args, print_measured, run_train
+from phase1_foundation.project1_gpt.exercises import parse_args, run_train
 from phase1_foundation.project1_gpt.generate import generate
 from phase1_foundation.project1_gpt.model import GPT
 from phase1_foundation.project1_gpt.tokenizer import load_tokenizer

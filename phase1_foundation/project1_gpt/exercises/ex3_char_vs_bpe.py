@@ -28,9 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from common.config import in_repo
+from common.exercises import print_measured
 from common.tokens import load_tokens
 from phase1_foundation.project1_gpt.download_data import END_OF_TEXT
-from phase1_foundation.project1_gpt.exercises import parse_args, print_measured, run_train
+from phase1_foundation.project1_gpt.exercises import parse_args, run_train
 from phase1_foundation.project1_gpt.tokenizer import load_tokenizer
 
 

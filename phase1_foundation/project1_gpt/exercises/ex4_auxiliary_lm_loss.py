@@ -20,8 +20,9 @@ larger than the standard error printed beside it? Will either accuracy come near
 
 import json
 
+from common.exercises import print_measured
 from phase1_foundation.project1_gpt import finetune
-from phase1_foundation.project1_gpt.exercises import parse_args, print_measured, run_train
+from phase1_foundation.project1_gpt.exercises import parse_args, run_train
 
 LM_WEIGHTS = (0.0, 0.5)  # lambda: no auxiliary loss, and the paper's value
 

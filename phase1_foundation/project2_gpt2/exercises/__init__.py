@@ -3,24 +3,19 @@
 Each takes the chapter's --NAME=value settings, plus --OUT_DIR.
 """
 
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 from common import checkpoint as ckpt
-from common.config import REPO_ROOT
+from common.exercises import exercise_args
 from common.metrics import run_training
 from phase1_foundation.project2_gpt2.model import PREFIX
 
 
 def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
-    """This exercise's output folder (--OUT_DIR, else a default) and the settings passed on to the chapter."""
-    argv = sys.argv[1:] if argv is None else argv
-    out_dir = REPO_ROOT / "checkpoints" / "project2" / "exercises" / name
-    for arg in argv:
-        if arg.startswith("--OUT_DIR="):
-            out_dir = Path(arg.removeprefix("--OUT_DIR="))
-    return out_dir, [arg for arg in argv if not arg.startswith("--OUT_DIR=")]
+    """This exercise's output folder (--OUT_DIR, else checkpoints/project2/exercises/<name>) and the settings
+    passed on to the chapter."""
+    return exercise_args(argv, "project2", name)
 
 
 def run_train(settings: list[str], out_dir: Path) -> dict:
@@ -40,8 +35,3 @@ def find_or_train(cfg: SimpleNamespace, settings: list[str], out_dir: Path) -> P
             return ckpt.find_checkpoint("latest", folder, PREFIX)
     print(f"no checkpoint in {cfg.OUT_DIR} yet: training one first, into {out_dir / 'gpt2'}")
     return Path(run_train(settings, out_dir / "gpt2")["checkpoint"])
-
-
-def print_measured(text: str) -> None:
-    """Print, after a run's own numbers, what the course measured when it ran the exercise, and why."""
-    print(f"\nWhat the course measured (compare with your numbers above):\n{text.strip()}")

@@ -37,11 +37,12 @@ from torch import Tensor, nn
 from common.baselines import unigram_cross_entropy
 from common.config import load_config
 from common.device import seed_everything
+from common.exercises import print_measured
 from common.optim import adamw, set_lr, warmup_cosine
 from common.tokens import Batches, load_tokens
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.download_data import prepare
-from phase1_foundation.project2_gpt2.exercises import parse_args, print_measured
+from phase1_foundation.project2_gpt2.exercises import parse_args
 from phase1_foundation.project2_gpt2.model import GPT, Block, GPTConfig
 from phase1_foundation.project2_gpt2.tokenizer import load_tokenizer
 

@@ -29,9 +29,10 @@ from torch import Tensor, nn
 
 from common.config import load_config
 from common.device import seed_everything
+from common.exercises import print_measured
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.config import GPT2_VOCAB
-from phase1_foundation.project2_gpt2.exercises import parse_args, print_measured
+from phase1_foundation.project2_gpt2.exercises import parse_args
 from phase1_foundation.project2_gpt2.model import GPT, GPTConfig
 
 DEPTHS = (6, 12, 24, 48)  # n_layer; GPT-2's four models have 12, 24, 36 and 48

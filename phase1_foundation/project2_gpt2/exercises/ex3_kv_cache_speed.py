@@ -37,10 +37,11 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from common.config import load_config
-from common.device import seed_everything
+from common.device import seed_everything, synchronize
+from common.exercises import print_measured
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.config import GPT2_VOCAB
-from phase1_foundation.project2_gpt2.exercises import parse_args, print_measured
+from phase1_foundation.project2_gpt2.exercises import parse_args
 from phase1_foundation.project2_gpt2.generate import generate
 from phase1_foundation.project2_gpt2.model import GPT, GPTConfig
 
@@ -51,11 +52,10 @@ FRACTIONS = (8, 4, 2, 1)  # total lengths BLOCK_SIZE / 8, / 4, / 2 and BLOCK_SIZ
 def timed_generate(model: GPT, prompt: torch.Tensor, new_tokens: int, use_cache: bool
                    ) -> tuple[torch.Tensor, float]:
     """Greedy continuation of prompt (1, T) by new_tokens tokens, and the seconds it took."""
-    synchronize = torch.cuda.synchronize if prompt.device.type == "cuda" else (lambda: None)
-    synchronize()
+    synchronize(prompt.device)
     start = time.perf_counter()
     out = generate(model, prompt, new_tokens, temperature=0, use_cache=use_cache)  # (1, T + new_tokens)
-    synchronize()
+    synchronize(prompt.device)
     return out, time.perf_counter() - start
 
 

@@ -33,8 +33,9 @@ from torch.nn import functional as F
 from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import seed_everything
+from common.exercises import print_measured
 from phase1_foundation.project2_gpt2 import config
-from phase1_foundation.project2_gpt2.exercises import find_or_train, parse_args, print_measured
+from phase1_foundation.project2_gpt2.exercises import find_or_train, parse_args
 from phase1_foundation.project2_gpt2.generate import filter_logits, generate
 from phase1_foundation.project2_gpt2.model import GPT
 from phase1_foundation.project2_gpt2.tokenizer import ByteBPETokenizer, load_tokenizer

@@ -22,10 +22,11 @@ from pathlib import Path
 
 from common.config import load_config
 from common.corpora import prepare_corpus
+from common.exercises import print_measured
 from common.tokenizers import SentencePieceTokenizer
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.download_data import auto_vocab_size, corpus_name, training_text
-from phase1_foundation.project2_gpt2.exercises import parse_args, print_measured
+from phase1_foundation.project2_gpt2.exercises import parse_args
 from phase1_foundation.project2_gpt2.tokenizer import END_OF_TEXT, ByteBPETokenizer
 
 UNK = "<unk>"

@@ -3,14 +3,13 @@
 Each takes the chapter's --NAME=value settings, plus --OUT_DIR.
 """
 
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 
 from common import checkpoint as ckpt
-from common.config import REPO_ROOT
+from common.exercises import exercise_args
 from common.metrics import run_training
 from phase1_foundation.project3_contextual_embeddings.download_data import load_split
 from phase1_foundation.project3_contextual_embeddings.model import BERT, PREFIX
@@ -19,13 +18,9 @@ from phase1_foundation.project3_contextual_embeddings.tokenizer import load_toke
 
 
 def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
-    """This exercise's output folder (--OUT_DIR, else a default) and the settings passed on to the chapter."""
-    argv = sys.argv[1:] if argv is None else argv
-    out_dir = REPO_ROOT / "checkpoints" / "project3" / "exercises" / name
-    for arg in argv:
-        if arg.startswith("--OUT_DIR="):
-            out_dir = Path(arg.removeprefix("--OUT_DIR="))
-    return out_dir, [arg for arg in argv if not arg.startswith("--OUT_DIR=")]
+    """This exercise's output folder (--OUT_DIR, else checkpoints/project3/exercises/<name>) and the settings
+    passed on to the chapter."""
+    return exercise_args(argv, "project3", name)
 
 
 def run_train(settings: list[str], out_dir: Path) -> dict:
@@ -61,8 +56,3 @@ def find_or_train(cfg: SimpleNamespace, settings: list[str], out_dir: Path,
         return ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)
     print(f"no checkpoint in {cfg.OUT_DIR} yet: training one first, into {out_dir / 'bert'}")
     return Path(run_train([*extra, *settings], out_dir / "bert")["checkpoint"])
-
-
-def print_measured(text: str) -> None:
-    """Print, after a run's own numbers, what the course measured when it ran the exercise, and why."""
-    print(f"\nWhat the course measured (compare with your numbers above):\n{text.strip()}")

@@ -25,13 +25,9 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from common.exercises import print_measured
 from common.metrics import read_metrics
-from phase1_foundation.project3_contextual_embeddings.exercises import (
-    evaluate_run,
-    parse_args,
-    print_measured,
-    run_train,
-)
+from phase1_foundation.project3_contextual_embeddings.exercises import evaluate_run, parse_args, run_train
 
 MLM_PROBS = (0.15, 0.5)  # PAPER: BERT §3.1's rate, and the exercise's
 

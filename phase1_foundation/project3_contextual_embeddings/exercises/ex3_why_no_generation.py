@@ -31,6 +31,7 @@ import math
 import torch
 
 from common.config import load_config
+from common.exercises import print_measured
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import MASK_ID, SEP_ID, SPECIAL_TOKENS
 from phase1_foundation.project3_contextual_embeddings.embed import encode_text
@@ -38,7 +39,6 @@ from phase1_foundation.project3_contextual_embeddings.exercises import (
     find_or_train,
     load_run,
     parse_args,
-    print_measured,
 )
 from phase1_foundation.project3_contextual_embeddings.model import BERT
 from phase1_foundation.project3_contextual_embeddings.pretraining_data import N_SPECIAL

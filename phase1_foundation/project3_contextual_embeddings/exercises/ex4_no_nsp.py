@@ -21,11 +21,11 @@ Predict before you run it: will the two runs' accuracy at [MASK] differ by more 
 evaluation, and if so, which will be ahead? Will the NSP run's NSP accuracy end clearly above chance?
 """
 
+from common.exercises import print_measured
 from common.metrics import read_metrics
 from phase1_foundation.project3_contextual_embeddings.exercises import (
     evaluate_run,
     parse_args,
-    print_measured,
     run_train,
 )
 

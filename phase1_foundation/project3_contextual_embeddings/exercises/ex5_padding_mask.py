@@ -23,6 +23,7 @@ with the amount of padding?
 import torch
 
 from common.config import load_config
+from common.exercises import print_measured
 from common.tokenizers import Tokenizer
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import MASK_ID, PAD_ID
@@ -31,7 +32,6 @@ from phase1_foundation.project3_contextual_embeddings.exercises import (
     find_or_train,
     load_run,
     parse_args,
-    print_measured,
 )
 from phase1_foundation.project3_contextual_embeddings.model import BERT
 from phase1_foundation.project3_contextual_embeddings.tokenizer import load_tokenizer

@@ -22,8 +22,9 @@ many steps: a hundred, a few hundred, or thousands? With the long runs' settings
 either end below the bigram model, which predicts the blank from its two neighbours?
 """
 
+from common.exercises import print_measured
 from common.metrics import read_metrics
-from phase1_foundation.project3_contextual_embeddings.exercises import parse_args, print_measured, run_train
+from phase1_foundation.project3_contextual_embeddings.exercises import parse_args, run_train
 
 VARIANTS = {"learned": "learned table (BERT)", "rotary": "rotary (RoFormer)"}
 

@@ -8,19 +8,16 @@ checkpoints/project4/exercises/); like train.py, they skip the runs a folder alr
 import sys
 from pathlib import Path
 
-from common.config import REPO_ROOT, in_repo, parse_overrides
+from common.config import in_repo, parse_overrides
+from common.exercises import exercise_args
 from common.metrics import run_training
 from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, read_results
 
 
 def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
-    """This exercise's output folder (--OUT_DIR, else a default) and the settings passed on to the chapter."""
-    argv = sys.argv[1:] if argv is None else argv
-    out_dir = REPO_ROOT / "checkpoints" / "project4" / "exercises" / name
-    for arg in argv:
-        if arg.startswith("--OUT_DIR="):
-            out_dir = Path(arg.removeprefix("--OUT_DIR="))
-    return out_dir, [arg for arg in argv if not arg.startswith("--OUT_DIR=")]
+    """This exercise's output folder (--OUT_DIR, else checkpoints/project4/exercises/<name>) and the settings
+    passed on to the chapter."""
+    return exercise_args(argv, "project4", name)
 
 
 def own_settings(argv: list[str] | None, defaults: dict) -> tuple[dict, list[str]]:
@@ -37,8 +34,3 @@ def sweep(settings: list[str], out_dir: Path) -> list[dict]:
     call only reads the file."""
     summary = run_training("phase1_foundation.project4_scaling.train", settings, out_dir)
     return read_results(in_repo(summary["results"]), fields=SWEEP_FIELDS)
-
-
-def print_measured(text: str) -> None:
-    """Print, after a run's own numbers, what the course measured when it ran the exercise, and why."""
-    print(f"\nWhat the course measured (compare with your numbers above):\n{text.strip()}")

@@ -32,8 +32,9 @@ import math
 
 import numpy as np
 
+from common.exercises import print_measured
 from phase1_foundation.project4_scaling import chinchilla
-from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, print_measured, sweep
+from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, sweep
 from phase1_foundation.project4_scaling.results import Sweep
 
 # The exercise's part of the chapter's sweep; your own --NAME=value settings come after these, so they win.

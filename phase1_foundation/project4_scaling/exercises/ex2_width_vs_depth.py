@@ -24,9 +24,10 @@ the aspect ratio d_model / n_layer? And at this fixed budget, will doubling N lo
 """
 
 from common.config import load_config
+from common.exercises import print_measured
 from phase1_foundation.project4_scaling import config
 from phase1_foundation.project4_scaling.download_data import parse_shape
-from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, print_measured, sweep
+from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, sweep
 from phase1_foundation.project4_scaling.model import non_embedding_parameters
 
 # The exercise's budget and shapes; your own --NAME=value settings come after these, so they win.

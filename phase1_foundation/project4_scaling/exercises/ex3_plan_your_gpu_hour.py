@@ -35,9 +35,10 @@ from pathlib import Path
 import numpy as np
 
 from common.config import load_config
+from common.exercises import print_measured
 from common.metrics import PEAK_TFLOPS
 from phase1_foundation.project4_scaling import chinchilla, config, planner
-from phase1_foundation.project4_scaling.exercises import own_settings, print_measured
+from phase1_foundation.project4_scaling.exercises import own_settings
 from phase1_foundation.project4_scaling.model import non_embedding_parameters
 from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, Sweep, read_results
 

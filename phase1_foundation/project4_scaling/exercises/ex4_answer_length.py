@@ -29,8 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from common.config import load_config
+from common.exercises import print_measured
 from phase1_foundation.project4_scaling import config
-from phase1_foundation.project4_scaling.exercises import own_settings, print_measured
+from phase1_foundation.project4_scaling.exercises import own_settings
 from phase1_foundation.project4_scaling.results import read_results
 
 OWN = {"THRESHOLD": 0.5}  # the share of the way from chance to 1 that counts as "has the ability"
