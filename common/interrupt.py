@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from common.progress import close_bars
+
 STOPPED_AT_ONCE = 130  # the exit status of a program stopped by Ctrl-C (128 + SIGINT), as shells report it
 
 
@@ -46,6 +48,7 @@ class GracefulInterrupt:
             # KeyboardInterrupt in the middle of its exit would print a traceback.
             signal.signal(signal.SIGINT, signal.SIG_IGN if leaving else self._previous)
         if exc_type is KeyboardInterrupt:
+            close_bars()  # first, so that the line below is the last one printed
             kept = ""
             if self.newest is not None:
                 newest = self.newest()

@@ -41,3 +41,10 @@ def progress_bar(iterable=None, **options) -> tqdm:
 def progress(total: int, initial: int = 0, desc: str = "train") -> tqdm:
     """A progress bar over optimizer steps; `initial` makes a resumed run start where it stopped."""
     return progress_bar(total=total, initial=initial, desc=desc, unit="step")
+
+
+def close_bars() -> None:
+    """Close every open bar now. A bar left open redraws itself as the program exits, below the program's last
+    words (tqdm keeps its open bars in `tqdm._instances`)."""
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()

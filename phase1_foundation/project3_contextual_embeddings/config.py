@@ -61,6 +61,17 @@ CONTEXTS = 8  # sentences containing WORD to compare
 BERT_BASE = dict(N_LAYER=12, N_HEAD=12, N_EMBD=768, BLOCK_SIZE=512, VOCAB_SIZE=30522)  # 110M parameters
 BERT_LARGE = dict(N_LAYER=24, N_HEAD=16, N_EMBD=1024, BLOCK_SIZE=512, VOCAB_SIZE=30522)  # 340M parameters
 
+# Where every run departs from BERT, whatever the settings (the README lists them too; none was measured alone):
+# - Optimizer: torch's AdamW, eps 1e-8 with bias correction; BERT's AdamWeightDecayOptimizer used eps 1e-6 and
+#   no bias correction (google-research/bert optimization.py). Bias correction matters in the first few
+#   hundred steps, while warmup keeps the learning rate small.
+# - Pairs and masks are drawn afresh for every batch (RoBERTa's dynamic masking); BERT wrote 10 fixed
+#   maskings of its corpus to disk (create_pretraining_data.py, dupe_factor = 10).
+# - Sequences are always filled to the block: BERT made 10% of them shorter, of a random length
+#   (short_seq_prob = 0.1), so that fine-tuning's short inputs were not new to the model.
+# - A random replacement is an ordinary token; BERT drew it from the whole vocabulary, specials included.
+# - One sequence length, BLOCK_SIZE, for every step; BERT used 128 for 90% of its steps and 512 for the rest.
+
 # What a laptop can afford. Only the names listed change; everything else keeps the values above.
 # Both presets depart from BERT in one more way: rotary positions instead of the learned table. With the
 # table, the cpu preset's model sits on the unigram plateau for its whole budget (6.929 nats at [MASK] against

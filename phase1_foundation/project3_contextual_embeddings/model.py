@@ -102,7 +102,7 @@ class BidirectionalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
-        # No mask buffer: that, and nothing else, is the difference from GPT.
+        # No causal mask buffer: GPT's attention without it (and, with rotary positions, the turn below).
 
     def forward(self, x: Tensor, mask: Tensor | None = None, rotary: tuple[Tensor, Tensor] | None = None
                 ) -> Tensor:
