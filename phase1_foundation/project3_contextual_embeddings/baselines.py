@@ -1,6 +1,6 @@
 """The trivial predictors a masked LM has to beat, scored on the very targets the model is scored on.
 
-    baselines = Baselines(load_split(folder, "train"), vocab_size)
+    baselines = Baselines(load_split(folder, "train"), vocab_size, nsp_fit=nsp_fitting_pairs(...))
     counts = baselines.measure(validation_batches(...))  # metrics(counts, "val") -> val_bigram_mask_loss, ...
 
 - unigram: how often each token occurs in the training split, whatever the input. Its best guess is always the
@@ -13,9 +13,16 @@
 
 A model that only matches unigram has learned word frequencies; one that matches copy at the unchanged
 positions has learned to copy; only beating bigram at [MASK] shows that it uses the sentence.
+
+And one for next-sentence prediction, scored on the very pairs the model's NSP accuracy is:
+
+- shared rare tokens (SharedRareTokens): IsNext when A and B share enough rare tokens. A NotNext B comes from
+  another document, so it is usually on another topic; a rule that reads no order and no grammar, only which
+  rare tokens occur on both sides, shows how much of NSP topic alone answers.
 """
 
 from collections import Counter
+from types import SimpleNamespace
 
 import numpy as np
 import scipy.sparse
@@ -26,9 +33,75 @@ from phase1_foundation.project3_contextual_embeddings.pretraining_data import (
     MASK_ID,
     N_SPECIAL,
     chosen_targets,
+    pair_batches,
 )
 
 CHUNK = 512  # targets scored at once by the bigram model: (CHUNK, V) arrays
+NSP_FIT_PAIRS = 4096  # training pairs the NSP rule's threshold is chosen on (an accuracy's s.e. < 0.8%)
+NSP_FIT_SEED_OFFSET = 2  # their pairs' seed is SEED + 2: training draws with SEED, validation with SEED + 1
+
+
+def nsp_fitting_pairs(split: tuple, cfg: SimpleNamespace, vocab_size: int) -> list[dict]:
+    """About NSP_FIT_PAIRS masked pairs of the training split, drawn as training draws them (same builder,
+    same settings) but by a generator of their own, seeded SEED + 2: making them draws nothing from the
+    training run's generators (torch's, numpy's, Python's or the training pairs'), so its numbers stay as
+    they were."""
+    batches = pair_batches(split, cfg, vocab_size, torch.device("cpu"), seed=cfg.SEED + NSP_FIT_SEED_OFFSET)
+    return [batches.next() for _ in range(-(-NSP_FIT_PAIRS // cfg.BATCH_SIZE))]
+
+
+class SharedRareTokens:
+    """Next-sentence prediction without a model: IsNext when the rare tokens A and B share weigh enough.
+
+    A pair's score is the sum, over the distinct ordinary tokens that occur both in A and in B, of each one's
+    rarity, -log of its frequency in the training split (Baselines.unigram: add-one smoothed, so a token
+    never seen in training weighs most). In the cpu preset's vocabulary a shared "the" adds 3.3 nats, a
+    token of median frequency 9.3. The rule reads the pair as the model sees it, masks and random
+    replacements included; [CLS], [SEP], [MASK] and padding weigh nothing.
+
+    The threshold is chosen on training pairs (nsp_fitting_pairs), never on the validation labels: of all the
+    cuts between the sorted training scores, the one that classifies most training pairs right (the lowest
+    such cut on a tie), placed halfway between the two scores it separates. Where no pair shares anything,
+    every score is 0 and the rule answers the label commoner in its training pairs every time: chance.
+
+    Where the NotNext B comes from (pretraining_data.PairBatches._draw_pairs): a random point of a random
+    document OTHER than A's, uniform over the others, never A's own document. So a true continuation shares
+    its article's topic with A and a random B usually does not, which is what this rule counts on.
+    """
+
+    def __init__(self, unigram: np.ndarray, fit: list[dict]):
+        with np.errstate(divide="ignore"):
+            self.rarity = np.where(unigram > 0, -np.log(unigram), 0.0)  # (V,): 0 for the special tokens
+        scores = np.concatenate([self.scores(batch) for batch in fit])  # (N,)
+        labels = np.concatenate([batch["nsp_labels"].cpu().numpy() for batch in fit])  # (N,) 1 = IsNext
+        order = np.argsort(scores, kind="stable")
+        ranked, is_next = scores[order], labels[order]
+        # Cut i answers NotNext for the i lowest scores and IsNext for the rest: right about the NotNext pairs
+        # below it and the IsNext pairs above it. Only cuts between two different scores can be drawn.
+        below = np.concatenate([[0], np.cumsum(is_next)])  # (N + 1,) IsNext pairs among the i lowest
+        right = np.arange(len(ranked) + 1) - below + (below[-1] - below)  # (N + 1,)
+        drawable = np.concatenate([[True], ranked[1:] > ranked[:-1], [True]])  # (N + 1,)
+        cut = int(np.flatnonzero(drawable)[right[drawable].argmax()])
+        self.threshold = (-np.inf if cut == 0 else np.inf if cut == len(ranked)
+                          else (ranked[cut - 1] + ranked[cut]) / 2)
+        self.fit_accuracy = right[cut] / len(ranked)
+
+    def scores(self, batch: dict) -> np.ndarray:
+        """The summed rarity of the token types A and B share, (B,), from a batch's input_ids and
+        segment_ids (segment 0: [CLS] A [SEP] and padding; 1: B [SEP])."""
+        ids, segments = batch["input_ids"].cpu().numpy(), batch["segment_ids"].cpu().numpy()  # (B, T)
+        ordinary = ids >= N_SPECIAL  # (B, T): no [PAD] [UNK] [CLS] [SEP] [MASK]
+        present = []
+        for side in (0, 1):  # A, then B: which token types occur in each row's segment, (B, V) bool
+            rows, cols = np.nonzero(ordinary & (segments == side))
+            seen = np.zeros((len(ids), len(self.rarity)), dtype=bool)
+            seen[rows, ids[rows, cols]] = True
+            present.append(seen)
+        return np.where(present[0] & present[1], self.rarity, 0.0).sum(axis=1)  # (B,)
+
+    def predict(self, batch: dict) -> np.ndarray:
+        """1 (IsNext) where the pair's score is above the threshold, else 0, (B,)."""
+        return (self.scores(batch) > self.threshold).astype(np.int64)
 
 
 class Baselines:
@@ -39,9 +112,12 @@ class Baselines:
     (Witten & Bell 1991; Chen & Goodman 1998 §2.4), P(x | l) = (c(l, x) + T(l) P(x)) / (c(l) + T(l)), where
     T(l) is the number of different tokens seen after l: a word followed by many different words leaves
     more room for ones never seen after it. Pairs are counted within documents only.
+
+    nsp_fit: training pairs (nsp_fitting_pairs) to choose the NSP rule's threshold on; None, no NSP rule
+    (an MLM-only run, whose pairs are all IsNext).
     """
 
-    def __init__(self, split: tuple, vocab_size: int):
+    def __init__(self, split: tuple, vocab_size: int, nsp_fit: list[dict] | None = None):
         tokens, sentences, documents = (np.asarray(a, dtype=np.int64) for a in split)
         counts = np.bincount(tokens, minlength=vocab_size).astype(np.float64)  # (V,)
         counts[:N_SPECIAL] = 0  # special tokens are never targets
@@ -58,6 +134,7 @@ class Baselines:
         self.pairs_by_right = self.pairs.T.tocsr()  # (V, V): c(l, r) at [r, l], to read a column as a row
         self.seen_after = np.diff(self.pairs.indptr).astype(np.float64)  # (V,) T(l): distinct followers
         self.total_after = np.asarray(self.pairs.sum(axis=1), dtype=np.float64).ravel()  # (V,) c(l)
+        self.nsp = None if nsp_fit is None else SharedRareTokens(self.unigram, nsp_fit)
 
     def smoothed(self, pair_counts: np.ndarray, left: np.ndarray | slice, prior: np.ndarray) -> np.ndarray:
         """Witten-Bell P(x | left) from the counts c(left, x); where left was never followed by anything,
@@ -81,7 +158,8 @@ class Baselines:
 
     def measure(self, batches: list[dict]) -> Counter:
         """Summed losses and correct answers of the three predictors on the chosen positions of `batches`,
-        by kind of position (objectives.sums_by_kind's names, prefixed unigram_, copy_ and bigram_)."""
+        by kind of position (objectives.sums_by_kind's names, prefixed unigram_, copy_ and bigram_); with an
+        NSP rule, also its right answers and pairs (overlap_nsp_correct, overlap_nsp_count)."""
         counts = Counter()
         for batch in batches:
             chosen, targets, kind = (t.cpu() for t in chosen_targets(batch))  # (B, T); (N,); (N,)
@@ -102,4 +180,7 @@ class Baselines:
             sums |= sums_by_kind("bigram_", kind, torch.from_numpy(np.concatenate(bigram_loss)).float(),
                                  torch.from_numpy(np.concatenate(bigram_guess)) == targets)
             counts.update({name: float(value) for name, value in sums.items()})  # += would drop zeros
+            if self.nsp is not None:
+                right = self.nsp.predict(batch) == batch["nsp_labels"].cpu().numpy()  # (B,)
+                counts.update(overlap_nsp_correct=float(right.sum()), overlap_nsp_count=float(len(right)))
         return counts

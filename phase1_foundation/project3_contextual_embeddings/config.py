@@ -61,7 +61,7 @@ CONTEXTS = 8  # sentences containing WORD to compare
 BERT_BASE = dict(N_LAYER=12, N_HEAD=12, N_EMBD=768, BLOCK_SIZE=512, VOCAB_SIZE=30522)  # 110M parameters
 BERT_LARGE = dict(N_LAYER=24, N_HEAD=16, N_EMBD=1024, BLOCK_SIZE=512, VOCAB_SIZE=30522)  # 340M parameters
 
-# Where every run departs from BERT, whatever the settings (the README lists them too; none was measured alone):
+# Where every run departs from BERT, whatever the settings (the README lists them too):
 # - Optimizer: torch's AdamW, eps 1e-8 with bias correction; BERT's AdamWeightDecayOptimizer used eps 1e-6 and
 #   no bias correction (google-research/bert optimization.py). Bias correction matters in the first few
 #   hundred steps, while warmup keeps the learning rate small.
@@ -74,9 +74,9 @@ BERT_LARGE = dict(N_LAYER=24, N_HEAD=16, N_EMBD=1024, BLOCK_SIZE=512, VOCAB_SIZE
 
 # What a laptop can afford. Only the names listed change; everything else keeps the values above.
 # Both presets depart from BERT in one more way: rotary positions instead of the learned table. With the
-# table, the cpu preset's model sits on the unigram plateau for its whole budget (6.929 nats at [MASK] against
-# the unigram model's 6.941; 3,600 steps pass before it moves); with rotary positions the same model leaves it
-# after a few hundred steps (exercise 6, the README). The gpu preset follows the cpu measurement, untested.
+# table, the cpu preset's model stays on the unigram plateau for about 3,600 steps, twice its budget; with
+# rotary positions the same model leaves it within 600 (exercise 6, the README's long runs). The gpu preset
+# follows the cpu measurement, untested.
 PRESETS = {
     # A laptop GPU (RTX 3050-class, 4 GB): 10,000 steps of a 6-layer BERT in minutes.
     "gpu": dict(

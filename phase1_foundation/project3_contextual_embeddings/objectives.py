@@ -1,5 +1,6 @@
 """BERT's pre-training objective (§3.1, §A.2): the masked-LM loss plus the next-sentence loss, and the metrics
-made of them. train.py minimises `pretraining_loss`; train.py and the exercises measure with `evaluate`.
+made of them. train.py minimises `pretraining_loss`; train.py and the exercises measure with `evaluate`, and
+train.py logs `neighbour_attention` beside it: how much attention goes to the token before and after.
 
 The masked-LM numbers are kept apart by what the model saw at each chosen position (KINDS): [MASK], a random
 token, or the token itself. Only at [MASK] must the model guess from context; where the token is left
@@ -75,7 +76,8 @@ def pretraining_loss(model: BERT, batch: dict, use_nsp: bool) -> tuple[torch.Ten
 
 def metrics(counts: Counter, split: str) -> dict:
     """Means from summed counts: {split}_{predictor}{kind}_loss and _accuracy for kind in mlm (all chosen
-    positions) and KINDS, e.g. val_mask_loss (the model at [MASK]) or val_bigram_mask_accuracy, and NSP's."""
+    positions) and KINDS, e.g. val_mask_loss (the model at [MASK]) or val_bigram_mask_accuracy, and NSP's
+    (val_nsp_loss, val_nsp_accuracy; val_overlap_nsp_accuracy for baselines.py's rule)."""
     out = {}
     for predictor in PREDICTORS:
         for kind in ("mlm", *KINDS):
@@ -88,6 +90,8 @@ def metrics(counts: Counter, split: str) -> dict:
     if counts["nsp_count"]:
         out[f"{split}_nsp_loss"] = counts["nsp_loss"] / counts["nsp_count"]
         out[f"{split}_nsp_accuracy"] = counts["nsp_correct"] / counts["nsp_count"]
+    if counts["overlap_nsp_count"]:  # baselines.py's NSP rule, shared rare tokens
+        out[f"{split}_overlap_nsp_accuracy"] = counts["overlap_nsp_correct"] / counts["overlap_nsp_count"]
     return out
 
 
@@ -97,6 +101,59 @@ def validation_batches(split: tuple, cfg: SimpleNamespace, vocab_size: int,
     SEED + 1), so two passes, two runs with the same settings, and the baselines all see the same targets."""
     batches = pair_batches(split, cfg, vocab_size, device, seed=cfg.SEED + 1)
     return [batches.next() for _ in range(cfg.EVAL_ITERS)]
+
+
+@torch.no_grad()
+def neighbour_attention(model: BERT, batch: dict, rows: int = 32) -> dict[str, float]:
+    """The mean attention weight queries put on the key just before them (offset -1) and just after (+1), in
+    each layer: {"attention_layer1_prev": ..., "attention_layer1_next": ..., ...}, and "attention_uniform",
+    what attention spread evenly over a row's real tokens would put there.
+
+    Averaged over heads and over the real query positions of `batch` whose neighbour at that offset is a real
+    token too ([CLS] has nothing before it, and after the last [SEP] comes padding, which gets weight 0).
+    The weights are the model's own: its explicit attention path (softmax(q k^T / sqrt(hs)), padding masked,
+    queries and keys turned where positions are rotary) is switched on for the pass, in place of the fused
+    kernel, which computes the same outputs but never shows the weights, and a forward hook on
+    attn_dropout reads them (in eval mode that dropout passes them through unchanged). Runs in eval mode
+    under no_grad, `rows` pairs at a time (so the (rows, nh, T, T) weights stay small), and draws no random
+    number: the training run it is called from goes on exactly as without it.
+    """
+    attentions = [block.attn for block in model.blocks]
+    real = batch["attention_mask"].bool()  # (B, T)
+    # Entry i of a (T, T) matrix's diagonal at offset -1 is [i + 1, i], query i + 1 reading the key before it;
+    # at +1 it is [i, i + 1], query i reading the key after it. Either way both tokens must be real:
+    both = (real[:, 1:] & real[:, :-1]).float()  # (B, T - 1)
+    sums = torch.zeros(len(attentions), 2, device=real.device)  # (n_layer, 2): previous, next
+    rows_now = slice(None)  # the rows of the pass in progress
+
+    def reader(layer: int):
+        def read(module, inputs, weights):  # weights (rows, nh, T, T)
+            for column, offset in enumerate((-1, 1)):
+                neighbour = weights.diagonal(offset, dim1=-2, dim2=-1).float().mean(dim=1)  # (rows, T - 1)
+                sums[layer, column] += (neighbour * both[rows_now]).sum()
+        return read
+
+    was_training, fast = model.training, [attn.fast for attn in attentions]
+    hooks = [attn.attn_dropout.register_forward_hook(reader(i)) for i, attn in enumerate(attentions)]
+    model.eval()
+    try:
+        for attn in attentions:
+            attn.fast = False
+        for start in range(0, len(real), rows):
+            rows_now = slice(start, start + rows)
+            model.hidden_states(batch["input_ids"][rows_now], batch["segment_ids"][rows_now],
+                                batch["attention_mask"][rows_now])
+    finally:
+        for attn, was_fast in zip(attentions, fast, strict=True):
+            attn.fast = was_fast
+        for hook in hooks:
+            hook.remove()
+        model.train(was_training)
+    means = (sums / both.sum()).tolist()  # one copy off the device
+    out = {f"attention_layer{layer + 1}_{name}": means[layer][column]
+           for layer in range(len(attentions)) for column, name in enumerate(("prev", "next"))}
+    out["attention_uniform"] = ((both / real.sum(dim=1, keepdim=True)).sum() / both.sum()).item()
+    return out
 
 
 @torch.no_grad()

@@ -12,14 +12,17 @@ evaluation, beside the unigram and bigram models' on the same targets.
         --MAX_ITERS=6000 --WARMUP_ITERS=600 --EVAL_INTERVAL=200   # the README's long runs, both
 
 It writes learned_vs_rotary.png into its output folder: the loss at [MASK] against step, both runs and the
-two baselines. Each run also reports its own minutes, so the two can be compared at equal wall-clock time too
-(a rotary step costs the turning of queries and keys). After the run's numbers the script prints what the
-course measured.
+two baselines, and under it what attention does meanwhile: at every evaluation train.py logs the mean weight
+that queries put on the token just before them and just after them, in each layer (objectives.py's
+neighbour_attention, on the first validation batch), beside the weight attention spread evenly would give.
+Each run also reports its own minutes, so the two can be compared at equal wall-clock time too (a rotary step
+costs the turning of queries and keys). After the run's numbers the script prints what the course measured.
 
 Predict before you run it: both runs fall to the unigram model's loss at [MASK] early, since the output bias
 alone can learn how frequent each token is. Which of them leaves that plateau first, and after roughly how
 many steps: a hundred, a few hundred, or thousands? With the long runs' settings (the second command), will
-either end below the bigram model, which predicts the blank from its two neighbours?
+either end below the bigram model, which predicts the blank from its two neighbours? And in the lower panel:
+does either run's attention on the neighbouring tokens leave the even spread, and when, beside its loss?
 """
 
 from common.exercises import print_measured
@@ -27,21 +30,27 @@ from common.metrics import read_metrics
 from phase1_foundation.project3_contextual_embeddings.exercises import parse_args, run_train
 
 VARIANTS = {"learned": "learned table (BERT)", "rotary": "rotary (RoFormer)"}
+OFFSETS = {"prev": "previous token", "next": "next token"}
 
 
 def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex6_learned_vs_rotary")
-    summaries, curves = {}, {}
+    summaries, curves, attention = {}, {}, {}
     for name in VARIANTS:
         summaries[name] = run_train([*settings, f"--POSITIONS={name}"], out_dir / name)
         records = read_metrics(out_dir / name / "metrics.jsonl")
         curves[name] = {r["step"]: r["val_mask_loss"] for r in records if "val_mask_loss" in r}
+        # {"layer1_prev": {step: weight}, ..., "uniform": {step: weight}}, from the evaluation lines
+        keys = sorted({key for r in records for key in r if key.startswith("val_attention_")})
+        attention[name] = {key.removeprefix("val_attention_"): {r["step"]: r[key] for r in records
+                                                                if key in r} for key in keys}
     unigram, bigram = (summaries["learned"][f"val_{model}_mask_loss"] for model in ("unigram", "bigram"))
 
     print(f"\nvalidation loss at [MASK] at each evaluation (unigram model {unigram:.3f}, bigram "
           f"{bigram:.3f})\n{'step':>6}" + "".join(f"{label:>24}" for label in VARIANTS.values()))
     for step in curves["learned"]:
         print(f"{step:>6}" + "".join(f"{curves[name].get(step, float('nan')):>24.3f}" for name in VARIANTS))
+    print_attention(attention)
     results = {}
     for name, label in VARIANTS.items():
         s = summaries[name]
@@ -50,29 +59,73 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{label:<22} {s['val_mask_loss']:.3f} at [MASK] ({unigram - s['val_mask_loss']:.3f} below "
               f"the unigram model), accuracy {s['val_mask_accuracy']:.1%} (most frequent token "
               f"{s['val_unigram_mask_accuracy']:.1%}); {s['wall_seconds'] / 60:.1f} min")
-    figure = plot(curves, unigram, bigram, out_dir / "learned_vs_rotary.png")
+    figure = plot(curves, unigram, bigram, out_dir / "learned_vs_rotary.png", attention)
     print(f"figure: {figure}")
     print_measured(WHAT_WE_MEASURED)
-    return {**results, "curves": curves, "unigram": unigram, "bigram": bigram}
+    return {**results, "curves": curves, "attention": attention, "unigram": unigram, "bigram": bigram}
 
 
-def plot(curves: dict[str, dict[int, float]], unigram: float, bigram: float, path):
-    """Both runs' validation loss at [MASK] against step, with the baselines dashed."""
+def print_attention(attention: dict[str, dict[str, dict[int, float]]]) -> None:
+    """At each evaluation, each run's largest mean weight on the previous and on the next token, over its
+    layers (the figure has every layer), beside what attention spread evenly gives."""
+    uniform = attention["learned"].get("uniform", {})  # the same batch at every step, in both runs
+    columns = [(name, offset) for name in VARIANTS for offset in OFFSETS]
+    print(f"\nmean attention weight on the token before (prev) and after (next), the largest over the "
+          f"layers; spread evenly it would be {next(iter(uniform.values()), float('nan')):.4f}\n{'step':>6}"
+          + "".join(f"{name + ' ' + offset:>16}" for name, offset in columns))
+    for step in uniform:
+        cells = [max((weights.get(step, float("nan")) for key, weights in attention[name].items()
+                      if key.startswith("layer") and key.endswith(f"_{offset}")), default=float("nan"))
+                 for name, offset in columns]
+        print(f"{step:>6}" + "".join(f"{cell:>16.4f}" for cell in cells))
+
+
+def plot(curves: dict[str, dict[int, float]], unigram: float, bigram: float, path,
+         attention: dict[str, dict[str, dict[int, float]]] | None = None):
+    """Both runs' validation loss at [MASK] against step, with the baselines dashed; under it, when
+    `attention` is given (main's: each run's logged weights by key and step), the mean attention weight on
+    the previous and the next token, one line per run, layer and offset, with the even spread dotted."""
     from matplotlib.figure import Figure  # imported here: matplotlib takes seconds to load
 
-    fig = Figure(figsize=(8, 5))
-    ax = fig.subplots()
+    fig = Figure(figsize=(8, 9 if attention else 5))
+    if attention:
+        ax, lower = fig.subplots(2, 1, sharex=True, gridspec_kw=dict(height_ratios=(5, 4)))
+    else:
+        ax, lower = fig.subplots(), None
     for name, label in VARIANTS.items():
         ax.plot(list(curves[name]), list(curves[name].values()), marker="o", markersize=3, label=label)
     for value, label in ((unigram, "unigram model"), (bigram, "bigram model (both neighbours)")):
         ax.axhline(value, linestyle="--", linewidth=1, color="grey")
         ax.annotate(label, (0, value), xycoords=("axes fraction", "data"), xytext=(4, 3),
                     textcoords="offset points", fontsize=8, color="grey")
-    ax.set(xlabel="step", ylabel="validation loss at [MASK] (nats)",
+    ax.set(xlabel="" if lower is not None else "step", ylabel="validation loss at [MASK] (nats)",
            title="BERT's learned positions against rotary positions, same model and steps")
     ax.legend(loc="center right")
+    if lower is not None:
+        plot_attention(lower, attention)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     return path
+
+
+def plot_attention(ax, attention: dict[str, dict[str, dict[int, float]]]) -> None:
+    """The neighbour-attention panel: colour by run (as in the loss panel), solid for the previous token and
+    dashed for the next, a marker per layer."""
+    markers = "os^vD<>ph*"
+    for color, (name, label) in zip(("C0", "C1"), VARIANTS.items(), strict=True):
+        layers = sorted({key.split("_")[0] for key in attention[name] if key.startswith("layer")},
+                        key=lambda layer: int(layer.removeprefix("layer")))
+        for number, layer in enumerate(layers):
+            for (offset, offset_label), style in zip(OFFSETS.items(), ("-", "--"), strict=True):
+                weights = attention[name].get(f"{layer}_{offset}", {})
+                ax.plot(list(weights), list(weights.values()), style, color=color,
+                        marker=markers[number % len(markers)], markersize=3,
+                        label=f"{label.split()[0]}, layer {number + 1}, {offset_label}")
+    uniform = attention["learned"].get("uniform", {})
+    if uniform:
+        ax.plot(list(uniform), list(uniform.values()), ":", color="grey", label="spread evenly")
+    ax.set(xlabel="step", ylabel="mean attention weight",
+           title="attention on the token just before and just after (first validation batch)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the panel: lines rise anywhere
 
 
 # The answer, kept at the end of the file: read it after your run.

@@ -140,3 +140,22 @@ def test_ex6_rotary_positions_leave_the_plateau_first(tiny, tmp_path):
     assert results["learned"]["below_unigram"] < 0.1  # still on the plateau
     assert results["rotary"]["below_unigram"] > 0.3  # left it
     assert (tmp_path / "runs" / "learned_vs_rotary.png").read_bytes().startswith(PNG)
+
+
+def test_ex6_figure_has_the_neighbour_attention_panel(tmp_path, capsys):
+    """Figure and table from logged weights alone: a line per run, layer and offset, under the loss."""
+    steps = [100, 200, 300]
+    curves = {"learned": dict(zip(steps, [7.0, 6.95, 6.9], strict=True)),
+              "rotary": dict(zip(steps, [7.0, 6.0, 5.5], strict=True))}
+    attention = {name: {"uniform": dict.fromkeys(steps, 0.01)} for name in curves}
+    for name, rise in (("learned", 0.0), ("rotary", 0.2)):
+        for layer in (1, 2):
+            attention[name][f"layer{layer}_prev"] = {s: 0.01 + rise * i / layer for i, s in enumerate(steps)}
+            attention[name][f"layer{layer}_next"] = dict.fromkeys(steps, 0.012)
+    path = ex6_learned_vs_rotary.plot(curves, 6.94, 4.49, tmp_path / "figure.png", attention)
+    assert path.read_bytes().startswith(PNG)
+    ex6_learned_vs_rotary.print_attention(attention)
+    rows = capsys.readouterr().out.splitlines()
+    assert "spread evenly it would be 0.0100" in rows[1]
+    # step, then the largest over the layers: learned prev, learned next, rotary prev, rotary next
+    assert rows[-1].split() == ["300", "0.0100", "0.0120", "0.4100", "0.0120"]

@@ -1,22 +1,30 @@
 """The masked-LM metrics kept apart by what the model saw, and the baselines scored on the same targets."""
 
 import math
+import random
 from collections import Counter
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
-from phase1_foundation.project3_contextual_embeddings.baselines import Baselines
+from phase1_foundation.project3_contextual_embeddings.baselines import Baselines, nsp_fitting_pairs
 from phase1_foundation.project3_contextual_embeddings.download_data import CLS_ID, MASK_ID, SEP_ID
 from phase1_foundation.project3_contextual_embeddings.model import BERT, BertConfig
 from phase1_foundation.project3_contextual_embeddings.objectives import (
     count_by_kind,
     metrics,
+    neighbour_attention,
     pretraining_loss,
     sums_by_kind,
 )
-from phase1_foundation.project3_contextual_embeddings.pretraining_data import IGNORE, chosen_targets
+from phase1_foundation.project3_contextual_embeddings.pretraining_data import (
+    IGNORE,
+    chosen_targets,
+    pair_batches,
+)
 
 V = 12  # 5 special tokens, then the ordinary tokens 5 .. 11
 
@@ -118,3 +126,112 @@ def test_bigram_counts_stay_inside_documents():
     split = (np.array([5, 6, 7, 8], dtype=np.uint16), np.array([0, 2, 4]), np.array([0, 1, 2]))
     baselines = Baselines(split, V)
     assert baselines.pairs[6].nnz == 0 and baselines.pairs[5, 6] == 1 and baselines.pairs[7, 8] == 1
+
+
+# --- baselines.py: the NSP rule --------------------------------------------------------------------------
+
+NSP_SETTINGS = SimpleNamespace(BLOCK_SIZE=32, BATCH_SIZE=32, USE_NSP=True, MLM_PROB=0.15,
+                               MASK_TOKEN_SHARE=0.8, RANDOM_TOKEN_SHARE=0.1, SEED=0)
+COMMON = 5  # ids 5 .. 9: words every document uses, like "the" and "of"
+
+
+def topic_split(documents: int, first_topic: int, seed: int, shared: bool = True) -> tuple:
+    """load_split's three arrays for `documents` documents of 10 sentences of 5 tokens. shared: each sentence
+    is 3 words common to all documents and 2 of its document's own 4 topic words (ids from first_topic on),
+    so consecutive sentences share topic words and sentences of different documents do not. Not shared:
+    every token is a new id, used nowhere else."""
+    rng = np.random.default_rng(seed)
+    tokens = []
+    for d in range(documents):
+        topic = first_topic + 4 * d + np.arange(4)
+        for _ in range(10):
+            words = np.concatenate([rng.choice(np.arange(5, 5 + COMMON), 3), rng.choice(topic, 2)])
+            tokens.append(rng.permutation(words))
+    tokens = np.concatenate(tokens)
+    if not shared:
+        tokens = first_topic + np.arange(len(tokens))
+    return tokens.astype(np.uint16), np.arange(0, len(tokens) + 1, 5), np.arange(0, 10 * documents + 1, 10)
+
+
+def nsp_rule_accuracy(train: tuple, val: tuple, vocab_size: int, cfg=NSP_SETTINGS) -> tuple[float, Baselines]:
+    """The rule's accuracy on 512 validation pairs, its threshold chosen on the training split's pairs."""
+    baselines = Baselines(train, vocab_size, nsp_fitting_pairs(train, cfg, vocab_size))
+    pairs = pair_batches(val, cfg, vocab_size, torch.device("cpu"), seed=1)
+    batches = [pairs.next() for _ in range(16)]
+    out = metrics(baselines.measure(batches), "val")
+    assert "val_nsp_accuracy" not in out  # the rule's counts never pass for the model's
+    return out["val_overlap_nsp_accuracy"], baselines
+
+
+def test_nsp_rule_answers_by_shared_topic_words():
+    train, val = topic_split(60, 5 + COMMON, seed=0), topic_split(30, 5 + COMMON + 4 * 60, seed=1)
+    accuracy, baselines = nsp_rule_accuracy(train, val, 5 + COMMON + 4 * 90)
+    # 512 pairs: chance is 50% with a standard error of 2.2%. Topic words never seen in training weigh most,
+    # so the validation pairs are easier than the training pairs the threshold was chosen on.
+    assert accuracy > 0.85 and baselines.nsp.fit_accuracy > 0.8  # measured: 92.6% and 87.1%
+    assert 0 < baselines.nsp.threshold < np.inf
+
+
+def test_nsp_rule_is_at_chance_when_nothing_is_shared():
+    train = topic_split(60, 5, seed=0, shared=False)
+    val = topic_split(30, 5 + len(train[0]), seed=1, shared=False)
+    no_random = SimpleNamespace(**{**vars(NSP_SETTINGS), "RANDOM_TOKEN_SHARE": 0.0})  # no chance matches
+    accuracy, baselines = nsp_rule_accuracy(train, val, 5 + len(train[0]) + len(val[0]), no_random)
+    assert np.isinf(baselines.nsp.threshold)  # every score 0: one answer for every pair
+    assert abs(accuracy - 0.5) < 0.07  # the share of that answer's label: 3 standard errors
+
+
+def test_nsp_rule_draws_from_no_generator_training_uses():
+    train = topic_split(20, 5 + COMMON, seed=0)
+    states = torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
+    Baselines(train, 5 + COMMON + 4 * 20, nsp_fitting_pairs(train, NSP_SETTINGS, 5 + COMMON + 4 * 20))
+    assert torch.equal(torch.get_rng_state(), states[0])
+    assert (np.random.get_state()[1] == states[1]).all() and random.getstate() == states[2]
+
+
+# --- objectives.py: attention on the neighbours ----------------------------------------------------------
+
+def padded_batch(lengths: list[int], T: int = 12) -> dict:
+    """Rows of random ordinary tokens, [CLS] first, padded (id 0) after `lengths` real tokens."""
+    real = torch.arange(T) < torch.tensor(lengths)[:, None]  # (B, T)
+    ids = torch.randint(5, V, (len(lengths), T), generator=torch.Generator().manual_seed(0))
+    ids[:, 0] = CLS_ID
+    return dict(input_ids=ids.masked_fill(~real, 0), segment_ids=torch.zeros_like(ids),
+                attention_mask=real.long())
+
+
+@pytest.mark.parametrize("positions", ["learned", "rotary"])
+def test_neighbour_attention_reads_the_models_own_weights(positions, monkeypatch):
+    torch.manual_seed(0)
+    model = BERT(BertConfig(vocab_size=V, block_size=16, n_layer=2, n_head=2, n_embd=16, dropout=0.1,
+                            positions=positions))
+    batch = padded_batch([12, 7, 3])
+    out = neighbour_attention(model, batch, rows=2)  # two passes: a row at a time must add up the same
+    assert set(out) == {"attention_layer1_prev", "attention_layer1_next", "attention_layer2_prev",
+                        "attention_layer2_next", "attention_uniform"}
+    assert all(0 <= value <= 1 for value in out.values())
+    assert model.training and all(block.attn.fast for block in model.blocks)  # left as it was found
+    assert neighbour_attention(model, batch) == pytest.approx(out)
+    # Uniform attention: each of the 11 + 6 + 2 query-neighbour pairs gets 1 / (its row's real tokens).
+    assert out["attention_uniform"] == pytest.approx((11 / 12 + 6 / 7 + 2 / 3) / 19)
+    with torch.no_grad():
+        for block in model.blocks:  # every score q . k = 0: attention spread evenly over the real tokens
+            block.attn.c_attn.weight.zero_()
+            block.attn.c_attn.bias.zero_()
+    flat = neighbour_attention(model, batch)
+    assert all(flat[key] == pytest.approx(flat["attention_uniform"]) for key in flat)
+
+    # Scores (all 0 now) that favour the key just before by 30, e^30 to 1: each query's weight there is 1 and
+    # after it 0, but for [CLS], with no key before it, which spreads its attention evenly still.
+    softmax = F.softmax
+
+    def favour_previous(scores, dim):
+        T = scores.size(-1)
+        return softmax(scores + torch.diag(torch.full((T - 1,), 30.0), -1), dim=dim)
+
+    monkeypatch.setattr(F, "softmax", favour_previous)
+    forced = neighbour_attention(model, batch)
+    cls_only = (1 / 12 + 1 / 7 + 1 / 3) / 19  # the next token's share: [CLS]'s even weight, in each row
+    for layer in (1, 2):
+        assert forced[f"attention_layer{layer}_prev"] == pytest.approx(1, abs=1e-6)
+        assert forced[f"attention_layer{layer}_next"] == pytest.approx(cls_only, abs=1e-6)

@@ -3,8 +3,8 @@
 import json
 import math
 
-import numpy as np
 import pytest
+import torch
 
 from phase1_foundation.project3_contextual_embeddings import embed, train
 
@@ -74,15 +74,21 @@ def test_embed_fills_blanks_and_compares_contexts(tiny, tmp_path):
     result = embed.main([*tiny, f"--OUT_DIR={tmp_path}", "--TEXT=The [MASK] of the [MASK].", "--TOP_K=3",
                          "--WORD=zzzz", "--CONTEXTS=4"])
     assert len(result["predictions"]) == 2 and all(len(top) == 3 for top in result["predictions"])
-    assert all(0 <= p <= 1 for top in result["predictions"] for _, p in top)
+    assert all(0 <= p <= 1 and token.isalpha() for top in result["predictions"] for token, p in top)  # words
+    assert len(result["pairs"]) == len(embed.MINIMAL_PAIRS)
     assert result["word"] != "zzzz" and 2 <= len(result["contexts"]) <= 4  # fell back to a frequent word
-    similarity = result["bert_similarity"]
-    assert np.allclose(np.diag(similarity), 1, atol=1e-5)
+    untrained, trained, static = result["rows"].values()
+    for row in (untrained, trained, static):
+        assert torch.allclose(row["similarity"].diagonal(), torch.ones(len(result["contexts"])).double())
+        assert -1 <= row["floor"] < row["same_word"] <= 1 + 1e-9  # the same word beats different words
+    assert static["same_word"] == pytest.approx(1)  # one vector per word
     # Contextual: the same word gets different vectors in different sentences. With rotary positions (the
     # preset's) nothing but attention over the context can make them differ, and after 20 steps attention is
     # still nearly uniform: they differ by about 2e-5, a hundred times float32's rounding. (With the learned
     # table they differ by 0.17, but that is mostly the word's different positions, not its context.)
-    assert similarity.min() < 1 - 2e-6
+    assert trained["similarity"].min() < 1 - 2e-6
+    for scores in result["senses"].values():  # the tiny corpus may hold a sense word or two
+        assert scores["Word2Vec (static)"]["nn_accuracy"] == scores["Word2Vec (static)"]["chance"]
     assert (tmp_path / "embeddings.png").read_bytes()[:8] == PNG
 
 
@@ -90,3 +96,26 @@ def test_embed_needs_a_mask(tiny, tmp_path):
     train.main([*tiny, f"--OUT_DIR={tmp_path}", "--MAX_ITERS=2"])
     with pytest.raises(SystemExit, match=r"needs at least one \[MASK\]"):
         embed.main([*tiny, f"--OUT_DIR={tmp_path}", "--TEXT=no blank here"])
+
+
+def test_summary_has_the_nsp_rule_and_evaluations_log_neighbour_attention(tiny, tmp_path, capsys):
+    summary = train.main([*tiny, f"--OUT_DIR={tmp_path}"])
+    rule = summary["val_overlap_nsp_accuracy"]
+    assert 0 <= rule <= 1
+    assert f"shared rare tokens, no model: {rule:.1%};" in capsys.readouterr().out
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    evaluations = [r for r in records if "val_mask_loss" in r]
+    assert [r["step"] for r in evaluations] == [10, 20]
+    for record in evaluations:  # 2 layers, the token before and after, and the even spread
+        weights = {k: v for k, v in record.items() if k.startswith("val_attention_")}
+        assert len(weights) == 5 and all(0 <= v <= 1 for v in weights.values())
+    assert not any(k.startswith("val_attention_") for r in records if "val_mask_loss" not in r for k in r)
+
+
+def test_the_nsp_rule_and_the_attention_logging_leave_training_as_it_was(tiny, tmp_path, monkeypatch):
+    train.main([*tiny, f"--OUT_DIR={tmp_path / 'with'}"])
+    monkeypatch.setattr(train, "neighbour_attention", lambda model, batch: {})
+    monkeypatch.setattr(train, "nsp_fitting_pairs", lambda split, cfg, vocab_size: None)  # no NSP rule
+    summary = train.main([*tiny, f"--OUT_DIR={tmp_path / 'without'}"])
+    assert "val_overlap_nsp_accuracy" not in summary
+    assert losses(tmp_path / "with") == losses(tmp_path / "without")  # every step, exactly
