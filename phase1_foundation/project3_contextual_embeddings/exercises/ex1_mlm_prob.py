@@ -87,11 +87,13 @@ def main(argv: list[str] | None = None) -> dict:
 WHAT_WE_MEASURED = """
 The course has not yet measured this exercise at the chapter's current defaults (rotary positions); this is
 what we expect, and why. We expect nothing unstable: neither run spikes or diverges, and the 50% run's curve
-is the smoother one, its step-to-step noise about sqrt(0.15 / 0.5) of the 15% run's, because each step's
-loss is a mean over 0.5 / 0.15 times as many targets and the noise of a mean shrinks as 1/sqrt(n). On the
-shared 15% masks we expect that in a short run 50% can even end ahead, because a young model predicts mostly
-from how frequent tokens are and barely reads the context that heavy masking removes. Context counts for
-more as a model learns to use it, so the best rate depends on the model: Wettig et al. (2023, "Should You
+is the smoother one, because each step's loss is a mean over 0.5 / 0.15 times as many targets and the noise
+of a mean of n independent terms shrinks as 1/sqrt(n): its step-to-step noise should be no less than
+sqrt(0.15 / 0.5) = 0.55 of the 15% run's, and above that, since targets in one sequence are not independent
+and half-hidden text makes each of them harder. On the
+shared 15% masks we do not predict which ends lower: the 50% run learns from 3.3 times as many targets, each
+with less context to read, and context counts for more as a model learns to use it. The best rate depends on
+the model: Wettig et al. (2023, "Should You
 Mask 15% in Masked Language Modeling?") found 40% better than 15% for BERT-large, larger models favouring
 higher rates.
 """
