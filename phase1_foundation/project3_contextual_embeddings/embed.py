@@ -1,16 +1,33 @@
-"""What BERT learned, shown two ways: it fills in blanks, and it gives a word a different vector in
-every context.
+"""What BERT learned, and how to tell it from what any model of its shape would do.
 
     uv run python phase1_foundation/project3_contextual_embeddings/embed.py
     uv run python phase1_foundation/project3_contextual_embeddings/embed.py --TEXT="Paris is France's [MASK]."
     uv run python phase1_foundation/project3_contextual_embeddings/embed.py --WORD=state
     uv run python phase1_foundation/project3_contextual_embeddings/embed.py --HF_DIR=path/to/bert-base-uncased
 
-(a) Fill in the blank: the model's top TOP_K tokens for each [MASK] in TEXT, the task it was trained on.
-(b) Contextual embeddings: CONTEXTS sentences of the corpus that contain WORD, and the final hidden state of
-WORD in each. A static embedding such as Word2Vec (trained here on the same sentences) gives WORD one vector,
-so every pair of occurrences has cosine similarity 1; BERT's vectors differ with the sentence around the
-word. The figure embeddings.png shows both similarity matrices side by side.
+A contextual model gives a word a different vector in every sentence whether or not it learned anything: even
+untrained, attention mixes the other words in. So "the vectors differ" says nothing until it stands beside
+numbers with a scale. Every measurement here is made on three models: the trained one, the untrained one it
+started from (the same config, built right after seeding, as train.py builds it), and a static embedding,
+Word2Vec (Mikolov et al. 2013) trained here on the same sentences, which has one vector per word.
+
+(a) Fill in the blank, the task BERT was trained on: the model's top TOP_K for each [MASK] in TEXT, and for
+    minimal pairs of sentences that are the same up to the blank, beside a bigram model that reads only the
+    token before it (counted on the training split). The bigram model gives both sentences of a pair the same
+    answer; where BERT's differ, it read the words after the blank. Only tokens that begin a word are listed.
+(b) One word, many sentences: the mean cosine similarity between the vectors of WORD in CONTEXTS sentences,
+    beside a floor, the mean similarity between WORD and the other words of the same sentences. A similarity
+    of 0.94 has no scale of its own; against a floor of 0.50 it says "much more alike than different words".
+(c) Do the differences follow meaning? Words that are nouns after "the", "a" or "an" and verbs after "to"
+    ("the form" / "to form") are split into those two groups by that rule, with no hand labels. Vectors that
+    follow the sense are closer within a group than across, and an occurrence's most similar other
+    occurrence (leave-one-out 1-nearest-neighbour) is in its own group more often than chance. Run again with
+    the word that decided the group shown as [MASK], and with the token after the word as [MASK] too, the
+    test asks how much of what tells the groups apart is the words right next to it.
+
+The figure embeddings.png shows 1 - cosine (0: the same vector) between WORD's occurrences, and between those
+of the first word of (c) sorted by group, on one colour scale for all three models, with each model's floor
+marked on the colour bar.
 
 `--HF_DIR` takes a folder written by transformers' `BertForPreTraining.save_pretrained` (config.json, weights,
 vocab.txt), for example Google's bert-base-uncased: the same architecture as ours, so it runs in this code.
@@ -18,14 +35,19 @@ vocab.txt), for example Google's bert-base-uncased: the same architecture as our
 
 import itertools
 import re
+from bisect import bisect_left, bisect_right
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
+from torch import Tensor
 
 from common import checkpoint as ckpt
 from common.config import load_config
@@ -38,134 +60,402 @@ from phase1_foundation.project3_contextual_embeddings.download_data import (
     prepare,
 )
 from phase1_foundation.project3_contextual_embeddings.model import BERT
-from phase1_foundation.project3_contextual_embeddings.tokenizer import load_tokenizer
+from phase1_foundation.project3_contextual_embeddings.tokenizer import WordPieceTokenizer, load_tokenizer
+
+# (a) Pairs of sentences that are the same up to and including the blank, so that only the words after it
+# can change the model's answer, each with the answer it was written for (one token in wiki-sample's
+# vocabulary: "bank" is two, so no money in the first pair). About subjects of the wiki-sample corpus.
+MINIMAL_PAIRS = [
+    (("He went to the [MASK] to catch fish.", "river"), ("He went to the [MASK] to buy food.", "market")),
+    (("The [MASK] of the Moon is covered in dust.", "surface"),
+     ("The [MASK] of Alabama passed a new law.", "legislature")),
+    (("An [MASK] is a compound that reacts with a base.", "acid"),
+     ("An [MASK] is a person trained to fly into space.", "astronaut")),
+    (("She won the [MASK] for Best Actress.", "award"),
+     ("She won the [MASK] with most of the votes.", "election")),
+]
+# (c) Noun after a determiner, verb after "to": words with at least a dozen of each in wiki-sample.
+SENSE_WORDS = ("form", "use", "work", "study", "support", "increase")
+NOUN_AFTER = ("the", "The", "a", "A", "an", "An")
+VERB_AFTER = ("to",)
+MIN_GROUP = 5  # occurrences each group needs before a word is tested
+FIGURE_PER_GROUP = 12  # occurrences of each group drawn in the figure
 
 
-def load_model(cfg: SimpleNamespace, device: torch.device) -> tuple[BERT, Tokenizer, Path]:
-    """(model in eval mode, tokenizer, prepared-data folder) from our checkpoint, or from a
-    transformers folder."""
+def load_model(cfg: SimpleNamespace, device: torch.device) -> tuple[BERT, Tokenizer, Path, int, str]:
+    """(model in eval mode, tokenizer, prepared-data folder, the seed the model was initialised with, how
+    much it was trained) from our checkpoint, or from a transformers folder (whose seed we do not know: SEED
+    stands in)."""
     if cfg.HF_DIR:
         model, tokenizer = BERT.from_hf(cfg.HF_DIR), load_tokenizer(Path(cfg.HF_DIR))
-        print(f"loaded {cfg.HF_DIR}")
-        return model.to(device).eval(), tokenizer, prepare(cfg)  # the corpus only supplies example sentences
+        print(f"loaded {cfg.HF_DIR}")  # the corpus only supplies sentences
+        return model.to(device).eval(), tokenizer, prepare(cfg), cfg.SEED, Path(cfg.HF_DIR).name
     model, state = BERT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
     data_dir = ckpt.checkpoint_data_dir(state, load_tokenizer)
-    return model, load_tokenizer(data_dir), data_dir
+    return model, load_tokenizer(data_dir), data_dir, state["config"]["SEED"], f"step {state['step']:,}"
+
+
+def untrained_twin(model: BERT, seed: int) -> BERT:
+    """The model before training: the same config, built right after seeding as train.py builds it (nothing
+    draws from torch's generator in between there), so the very weights the run started from."""
+    seed_everything(seed)
+    return BERT(model.config).to(next(model.parameters()).device).eval()
 
 
 def special(tokenizer: Tokenizer, name: str) -> int:
     return tokenizer.token_to_id(f"[{name}]")  # at 0..4 in ours, elsewhere in Google's ([MASK] = 103)
 
 
-def encode_pieces(tokenizer: Tokenizer, pieces: list[str]) -> list[list[int]]:
-    """Each piece of a sentence encoded on its own, so we know exactly which tokens came from which piece."""
-    return [encode_sentence(tokenizer, piece.strip()) if piece.strip() else [] for piece in pieces]
+def specials(tokenizer: Tokenizer) -> set[int]:
+    return {special(tokenizer, name) for name in ("PAD", "UNK", "CLS", "SEP", "MASK")}
 
 
 def encode_text(tokenizer: Tokenizer, text: str) -> list[int]:
     """[CLS] text [SEP] as ids, each "[MASK]" in the text becoming the [MASK] token (a tokenizer trained on
     plain text would spell the string "[MASK]" in pieces)."""
     ids = [special(tokenizer, "CLS")]
-    for i, piece in enumerate(encode_pieces(tokenizer, text.split("[MASK]"))):
-        ids += ([special(tokenizer, "MASK")] if i else []) + piece
+    for i, piece in enumerate(text.split("[MASK]")):
+        ids += ([special(tokenizer, "MASK")] if i else []) + (encode_sentence(tokenizer, piece.strip())
+                                                              if piece.strip() else [])
     return ids + [special(tokenizer, "SEP")]
 
 
-# --- (a) fill in the blank --------------------------------------------------------------------------------
-
-@torch.no_grad()
-def fill_mask(model: BERT, tokenizer: Tokenizer, text: str, top_k: int,
-              device: torch.device) -> list[list[tuple[str, float]]]:
-    """The top_k (token, probability) for each [MASK] in text."""
-    if "[MASK]" not in text:
-        raise SystemExit('error: --TEXT needs at least one [MASK], '
-                         'like --TEXT="The [MASK] flowed into the sea."')
-    input_ids = torch.tensor([encode_text(tokenizer, text)], device=device)  # (1, T)
-    masked = input_ids == special(tokenizer, "MASK")  # (1, T)
-    logits, _ = model(input_ids, masked=masked)  # (number of masks, V)
-    probs, top = F.softmax(logits.float(), dim=-1).topk(top_k, dim=-1)  # (masks, top_k)
-    return [[(tokenizer.decode([t]).strip() or repr(tokenizer.decode([t])), p) for t, p in
-             zip(row.tolist(), prob.tolist(), strict=True)] for row, prob in zip(top, probs, strict=True)]
-
-
-# --- (b) one word, many contexts --------------------------------------------------------------------------
-
-def corpus_sentences(data_dir: Path) -> list[str]:
-    """Every sentence of the prepared corpus as text (both splits), decoded from the token files."""
+def corpus_sentences(data_dir: Path, splits: tuple[str, ...] = ("train", "val")) -> list[str]:
+    """Every sentence of the prepared corpus's `splits` as text, decoded from the token files."""
     tokenizer = load_tokenizer(data_dir)
     sentences = []
-    for split in ("train", "val"):
+    for split in splits:
         tokens, offsets, _ = load_split(data_dir, split)
         sentences += [tokenizer.decode(tokens[a:b].tolist()).strip() for a, b in itertools.pairwise(offsets)]
     return sentences
 
 
-def words(sentence: str) -> list[str]:
-    return re.findall(r"[A-Za-z]+", sentence)  # cased, as our tokenizer is: "Bank" and "bank" differ
+# --- (a) fill in the blank --------------------------------------------------------------------------------
+
+def word_starts(tokenizer: Tokenizer) -> Tensor:
+    """(V,) bool: the tokens that begin a word with a letter. Ours mark a word's start with a space (" river",
+    but "s", "ion"); Google's WordPiece marks the pieces that continue a word ("##s"). Punctuation, digits and
+    special tokens are left out too."""
+    start = re.compile(r"[^\W\d_]" if isinstance(tokenizer, WordPieceTokenizer) else r" [^\W\d_]")
+    return torch.tensor([bool(start.match(tokenizer.decode([i]))) for i in range(tokenizer.vocab_size)])
 
 
-def contexts_of(word: str, sentences: list[str], n: int) -> tuple[str, list[str]]:
-    """Up to n sentences that contain word (exactly, case included, so every occurrence is the same token and
-    only the context differs); if fewer than two do, a frequent word of the corpus instead."""
-    def containing(w):
-        return [s for s in sentences if re.search(rf"\b{w}\b", s) and len(s) < 300]
+def top_words(probs: Tensor, allowed: Tensor, tokenizer: Tokenizer, k: int) -> list[tuple[str, float]]:
+    """The k most probable allowed tokens of probs (V,), with their probabilities (not renormalised)."""
+    p, top = probs.masked_fill(~allowed, -1.0).topk(k)  # (k,)
+    return [(tokenizer.decode([t]).strip(), q) for t, q in zip(top.tolist(), p.tolist(), strict=True)]
 
-    found = containing(word)
-    if len(found) < 2:
-        counts = Counter(w for s in sentences for w in set(words(s)) if len(w) >= 5)
-        fallback = counts.most_common(1)[0][0]
-        print(f"'{word}' is in {len(found)} sentence(s) of this corpus; "
-              f"showing '{fallback}' instead (--WORD=...)")
-        word, found = fallback, containing(fallback)
-    step = max(1, len(found) // n)  # spread over the corpus rather than the first n of one article
-    return word, found[::step][:n]
+
+def rank(probs: Tensor, allowed: Tensor, token: int) -> int:
+    """Where token stands among the allowed tokens, most probable first (1 = the top answer)."""
+    return 1 + int(((probs > probs[token]) & allowed).sum())
 
 
 @torch.no_grad()
-def contextual_vectors(model: BERT, tokenizer: Tokenizer, word: str, sentences: list[str],
-                       device: torch.device) -> torch.Tensor:
-    """(n, C): for each sentence, the mean final hidden state over the tokens of its first
-    occurrence of word."""
-    vectors = []
-    for sentence in sentences:
-        match = re.search(rf"\b{word}\b", sentence)
-        before, middle, after = encode_pieces(tokenizer, [sentence[: match.start()],
-                                                          sentence[match.start() : match.end()],
-                                                          sentence[match.end() :]])
-        ids = [special(tokenizer, "CLS"), *before, *middle, *after, special(tokenizer, "SEP")]
-        ids = ids[: model.config.block_size]
-        states = model.hidden_states(torch.tensor([ids], device=device))[0]  # (T, C)
-        vectors.append(states[1 + len(before) : 1 + len(before) + len(middle)].mean(0))  # (C,)
-    return torch.stack(vectors).float().cpu()
+def blank_probs(model: BERT, tokenizer: Tokenizer, text: str, device: torch.device) -> Tensor:
+    """(number of masks, V): the model's probabilities for each [MASK] in text."""
+    if "[MASK]" not in text:
+        raise SystemExit('error: --TEXT needs at least one [MASK], '
+                         'like --TEXT="The [MASK] flowed into the sea."')
+    input_ids = torch.tensor([encode_text(tokenizer, text)], device=device)  # (1, T)
+    logits, _ = model(input_ids, masked=input_ids == special(tokenizer, "MASK"))  # (masks, V)
+    return F.softmax(logits.float(), dim=-1).cpu()
 
 
-def word2vec_vector(sentences: list[str], word: str, seed: int) -> np.ndarray:
-    """Word2Vec (Mikolov et al. 2013) trained on the same corpus: one vector per word,
-    whatever its context."""
-    from gensim.models import Word2Vec  # imported here: it takes seconds, and only part (b) needs it
+class Bigram:
+    """How often each token follows each other token within a sentence of the training split: the answer
+    of a model that reads only the token before the blank."""
 
-    model = Word2Vec([words(s) for s in sentences], vector_size=100, window=5, min_count=1, workers=1,
-                     seed=seed, epochs=5)
-    neighbours = ", ".join(w for w, _ in model.wv.most_similar(word, topn=5))
-    print(f"Word2Vec's nearest words to '{word}': {neighbours}")
-    return model.wv[word]
+    def __init__(self, ids: list[list[int]], vocab_size: int):
+        left = np.concatenate([s[:-1] for s in ids if len(s) > 1])  # (pairs,)
+        right = np.concatenate([s[1:] for s in ids if len(s) > 1])  # (pairs,)
+        order = np.argsort(left, kind="stable")
+        self.left, self.right = left[order], right[order]  # sorted by the left token, to slice by it
+        self.vocab_size = vocab_size
+
+    def after(self, token: int) -> Tensor:
+        """(V,) the share of each token among those that follow `token` (all zeros if it never appears)."""
+        a, b = np.searchsorted(self.left, [token, token + 1])
+        counts = np.bincount(self.right[a:b], minlength=self.vocab_size)  # (V,)
+        return torch.from_numpy(counts / max(counts.sum(), 1))
 
 
-def cosine_matrix(vectors: torch.Tensor) -> np.ndarray:
-    unit = F.normalize(vectors, dim=-1)  # (n, C)
-    return (unit @ unit.T).numpy()  # (n, n)
+def show_blanks(model: BERT, bigram: Bigram, tokenizer: Tokenizer, text: str, top_k: int, allowed: Tensor,
+                device: torch.device) -> list[tuple[Tensor, Tensor | None]]:
+    """Print the bigram model's and BERT's top_k for each [MASK] in text; return their probabilities (V,)
+    for each (the bigram's None where the blank has no token before it: [CLS] or another [MASK])."""
+    ids = encode_text(tokenizer, text)
+    blanks = [i for i, t in enumerate(ids) if t == special(tokenizer, "MASK")]
+    print(f"  {text}")
+    answers = []
+    for i, probs in zip(blanks, blank_probs(model, tokenizer, text, device), strict=True):
+        after = None if ids[i - 1] in specials(tokenizer) else bigram.after(ids[i - 1])  # (V,)
+        left = tokenizer.decode([ids[i - 1]]).strip()
+        for name, p in ((f"bigram (after '{left}')", after), ("BERT", probs)):
+            if p is not None:
+                top = top_words(p, allowed, tokenizer, top_k)
+                print(f"    {name}: " + ", ".join(f"{t} {q:.1%}" for t, q in top)
+                      + f"  (all word starts together: {float(p[allowed].sum()):.0%})")
+        answers.append((probs, after))
+    return answers
 
 
-def plot(bert: np.ndarray, static: np.ndarray, word: str, png: Path) -> Path:
-    fig = Figure(figsize=(10, 4.5))
-    for ax, matrix, title in zip(fig.subplots(1, 2), (bert, static),
-                                 ("BERT (contextual)", "Word2Vec (static)"), strict=True):
-        image = ax.imshow(matrix, vmin=min(0.0, bert.min()), vmax=1.0, cmap="viridis")
-        ax.set(title=f"{title}: '{word}'", xlabel="sentence", ylabel="sentence")
-        fig.colorbar(image, ax=ax, label="cosine similarity")
+def show_pair(model: BERT, bigram: Bigram, tokenizer: Tokenizer, pair: tuple, top_k: int, allowed: Tensor,
+              device: torch.device) -> list[list[tuple[str, float]]]:
+    """Print a minimal pair's blanks and where each sentence's own answer ranks among the words, in it and in
+    the other sentence; return BERT's top_k for each sentence."""
+    (first, first_answer), (second, second_answer) = pair
+    [(p, before)] = show_blanks(model, bigram, tokenizer, first, top_k, allowed, device)
+    [(q, _)] = show_blanks(model, bigram, tokenizer, second, top_k, allowed, device)
+    for answer, own, other in ((first_answer, p, q), (second_answer, q, p)):
+        token, *rest = encode_sentence(tokenizer, answer)
+        if not rest:  # an answer spelt in several tokens has no rank at one blank
+            counted = f"ranks it {rank(before, allowed, token)}" if before[token] else "never saw it there"
+            print(f"    '{answer}': BERT ranks it {rank(own, allowed, token)} in its sentence, "
+                  f"{rank(other, allowed, token)} in the other; the bigram model {counted}")
+    return [top_words(probs, allowed, tokenizer, top_k) for probs in (p, q)]
+
+
+# --- words in sentences, as the model reads them ----------------------------------------------------------
+
+@dataclass
+class Sentence:
+    """A sentence as the model reads it: [CLS] tokens [SEP], the text the tokens spell, and where each
+    token ends in that text, so that a word found in the text can be found among the tokens."""
+
+    ids: list[int]  # (T,) [CLS], the sentence's tokens, [SEP]
+    text: str  # what the tokens decode to (ours: the sentence with a space in front)
+    ends: list[int]  # (T,) token k is text[ends[k-1]:ends[k]]; [CLS] ends at 0, [SEP] adds nothing
+
+    @classmethod
+    def read(cls, tokenizer: Tokenizer, sentence: str, max_tokens: int) -> "Sentence":
+        """The sentence encoded as in training; one longer than max_tokens with [CLS] and [SEP] is cut before
+        the word that does not fit (the text with it)."""
+        body = encode_sentence(tokenizer, sentence)
+        # Decoding growing prefixes, not single tokens: a character spelt in several byte tokens is only
+        # whole once its last byte is there.
+        ends = [len(tokenizer.decode(body[: k + 1])) for k in range(min(len(body), max_tokens - 1))]
+        if len(body) > max_tokens - 2:  # keep the tokens that end before the last space of what fits
+            keep = bisect_right(ends, tokenizer.decode(body[: max_tokens - 1]).rfind(" "))
+            body, ends = body[:keep], ends[:keep]
+        return cls([special(tokenizer, "CLS"), *body, special(tokenizer, "SEP")], tokenizer.decode(body),
+                   [0, *ends, ends[-1] if ends else 0])
+
+    def tokens(self, start: int, end: int) -> slice | None:
+        """The tokens that spell text[start:end] and nothing else (a space before it allowed), or None where
+        a token runs across either edge ("form" inside a token "forms" or "m,")."""
+        first = bisect_right(self.ends, start, 1, len(self.ends) - 1)  # the first token ending after start
+        last = bisect_left(self.ends, end, 1, len(self.ends) - 1)  # the first token ending at or after end
+        if self.ends[last] != end or self.text[self.ends[first - 1] : start].strip():
+            return None
+        return slice(first, last + 1)
+
+    def hide(self, tokens: slice, mask_id: int) -> "Sentence":
+        """The same sentence with `tokens` shown to the model as [MASK] (the text still names them)."""
+        ids = list(self.ids)
+        ids[tokens] = [mask_id] * len(ids[tokens])
+        return Sentence(ids, self.text, self.ends)
+
+
+class Occurrence(NamedTuple):
+    sentence: Sentence
+    tokens: slice  # the word's tokens in sentence.ids
+    word: str
+
+
+def words_in(sentence: Sentence) -> list[Occurrence]:
+    """Every word (a run of letters) of the sentence that whole tokens spell."""
+    found = [(m.group(), sentence.tokens(*m.span())) for m in re.finditer(r"[^\W\d_]+", sentence.text)]
+    return [Occurrence(sentence, tokens, word) for word, tokens in found if tokens]
+
+
+# --- the three kinds of vectors ---------------------------------------------------------------------------
+
+@torch.no_grad()
+def contextual_vectors(model: BERT, occurrences: list[Occurrence], device: torch.device,
+                       batch_size: int = 32) -> Tensor:
+    """(n, C): for each occurrence, the final hidden state averaged over its word's tokens. Each distinct
+    sentence runs once, in padded batches (the padding mask keeps padding out of every real token's view)."""
+    rows = list(dict.fromkeys(tuple(o.sentence.ids) for o in occurrences))  # distinct inputs, in order
+    states = {}
+    for start in range(0, len(rows), batch_size):
+        batch = rows[start : start + batch_size]
+        ids = torch.zeros(len(batch), max(map(len, batch)), dtype=torch.long)  # (B, T), padded ...
+        real = torch.zeros_like(ids)  # (B, T): 1 at real tokens, 0 at padding
+        for b, row in enumerate(batch):
+            ids[b, : len(row)], real[b, : len(row)] = torch.tensor(row), 1
+        out = model.hidden_states(ids.to(device), attention_mask=real.to(device)).float().cpu()  # (B, T, C)
+        states.update(zip(batch, out, strict=True))
+    return torch.stack([states[tuple(o.sentence.ids)][o.tokens].mean(0) for o in occurrences])  # (n, C)
+
+
+def train_word2vec(sentences: list[str], seed: int):
+    """Word2Vec (Mikolov et al. 2013) trained on the corpus: one vector per word, whatever its context."""
+    from gensim.models import Word2Vec  # imported here: it takes seconds
+
+    # 20 passes, not gensim's default 5: after 5 on wiki-sample, two words drawn at random had a cosine
+    # similarity of 0.65 on average (0.46 after 20), and the words nearest to "river" were "involves",
+    # "After", "With" (after 20: "Möhne", "Aa", "Sea", "Nethe", "Rhine").
+    return Word2Vec([words(s) for s in sentences], vector_size=100, window=5, min_count=1, workers=1,
+                    seed=seed, epochs=20).wv
+
+
+def words(sentence: str) -> list[str]:
+    return re.findall(r"[^\W\d_]+", sentence)  # cased, as our tokenizer is: "Bank" and "bank" differ
+
+
+def static_vectors(word_vectors, occurrences: list[Occurrence]) -> Tensor:
+    """(n, 100): Word2Vec's vector of each occurrence's word, the same in every sentence."""
+    return torch.from_numpy(np.stack([word_vectors[o.word] for o in occurrences]))
+
+
+def cosine_matrix(vectors: Tensor) -> Tensor:
+    """(n, n) cosine similarities between the rows of vectors (n, C), in float64, so that equal vectors give
+    equal similarities."""
+    unit = F.normalize(vectors.double(), dim=-1)  # (n, C)
+    return unit @ unit.T
+
+
+# --- (b) one word, many sentences, against the floor ------------------------------------------------------
+
+def contexts_of(word: str, sentences: list[str], tokenizer: Tokenizer, n: int, block_size: int
+                ) -> tuple[str, list[Occurrence]]:
+    """Up to n occurrences of word, one per sentence, spread over the corpus (every k-th sentence under 300
+    characters that contains it, case included, so that each is the same token and only the context
+    differs); if fewer than two are found, a frequent word of the corpus instead."""
+    def occurrences(w):
+        pattern = re.compile(rf"\b{re.escape(w)}\b")
+        found = [s for s in sentences if len(s) < 300 and pattern.search(s)]
+        chosen = []
+        for s in found[:: max(1, len(found) // n)]:
+            sentence = Sentence.read(tokenizer, s, block_size)
+            spans = [sentence.tokens(*m.span()) for m in pattern.finditer(sentence.text)]
+            chosen += [Occurrence(sentence, t, w) for t in spans if t][:1]
+        return chosen[:n]
+
+    chosen = occurrences(word)
+    if len(chosen) < 2:
+        counts = Counter(w for s in sentences for w in set(words(s)) if len(w) >= 5)
+        fallback = counts.most_common(1)[0][0]
+        print(f"'{word}' is in {len(chosen)} sentence(s) of this corpus; "
+              f"showing '{fallback}' instead (--WORD=...)")
+        word, chosen = fallback, occurrences(fallback)
+    return word, chosen
+
+
+def same_word_and_floor(vectors_of: Callable[[list[Occurrence]], Tensor], occurrences: list[Occurrence]
+                        ) -> tuple[Tensor, float, float]:
+    """For one word's n occurrences: their similarity matrix (n, n), its mean off the diagonal, and the floor,
+    the mean similarity between the word and every other word of its sentence (each word of the sentence
+    that is not this word, as often as it occurs)."""
+    others = [[o for o in words_in(x.sentence) if o.word != x.word] for x in occurrences]
+    sentence_of = torch.tensor([i for i, found in enumerate(others) for _ in found])  # (m,)
+    vectors = vectors_of(occurrences + [o for found in others for o in found])  # (n + m, C)
+    n = len(occurrences)
+    same = cosine_matrix(vectors[:n])  # (n, n)
+    floor = F.cosine_similarity(vectors[:n][sentence_of].double(), vectors[n:].double(), dim=-1)  # (m,)
+    return same, float(same[~torch.eye(n, dtype=torch.bool)].mean()), float(floor.mean())
+
+
+# --- (c) do the differences follow meaning? ---------------------------------------------------------------
+
+class SenseGroups(NamedTuple):
+    word: str
+    occurrences: list[Occurrence]  # one per sentence
+    before: list[slice]  # the tokens of the word before it, which decided the group
+    after: list[slice]  # the token after it (empty at the end of the sentence)
+    verb: Tensor  # (n,) bool: after "to" (True) or after a determiner (False)
+
+    def hidden(self, mask_id: int, after: bool = False) -> list[Occurrence]:
+        """The occurrences with the word before them, and the token after them if `after`, shown as [MASK]."""
+        hide = [(b, a if after else slice(0, 0)) for b, a in zip(self.before, self.after, strict=True)]
+        return [Occurrence(o.sentence.hide(b, mask_id).hide(a, mask_id), o.tokens, o.word)
+                for o, (b, a) in zip(self.occurrences, hide, strict=True)]
+
+
+def sense_groups(word: str, sentences: list[str], tokenizer: Tokenizer, block_size: int) -> SenseGroups:
+    """The word's occurrences after a determiner (a noun) or after "to" (a verb), at most one a sentence
+    (sentences cut to block_size tokens)."""
+    pattern = re.compile(rf"\b({'|'.join(NOUN_AFTER + VERB_AFTER)}) ({word})\b")
+    occurrences, before, after, verb = [], [], [], []
+    for s in sentences:
+        if not pattern.search(s):
+            continue
+        sentence = Sentence.read(tokenizer, s, block_size)
+        for m in pattern.finditer(sentence.text):
+            left, tokens = sentence.tokens(*m.span(1)), sentence.tokens(*m.span(2))
+            if left and tokens:
+                occurrences.append(Occurrence(sentence, tokens, word))
+                before.append(left)
+                after.append(slice(tokens.stop, min(tokens.stop + 1, len(sentence.ids) - 1)))  # not [SEP]
+                verb.append(m.group(1) in VERB_AFTER)
+                break
+    return SenseGroups(word, occurrences, before, after, torch.tensor(verb, dtype=torch.bool))
+
+
+def separation(vectors: Tensor, group: Tensor) -> dict[str, float]:
+    """How well vectors (n, C) keep two groups (n,) bool apart.
+
+    within, across: mean cosine similarity between two occurrences of the same group, of different groups.
+    nn_accuracy: leave-one-out 1-nearest-neighbour, the share of occurrences whose most similar other
+    occurrence is in its own group. Where the most similar are several, equally similar, and in both groups
+    (for a static embedding: all the others), it answers the larger group; so it scores chance, the larger
+    group's share, when the vectors say nothing.
+    """
+    n = len(group)
+    similarity = cosine_matrix(vectors)  # (n, n)
+    same = group[:, None] == group[None, :]  # (n, n)
+    off_diagonal = ~torch.eye(n, dtype=torch.bool)
+    larger = bool(group.sum() * 2 > n)  # the larger group (ties: False)
+    others = similarity.masked_fill(~off_diagonal, float("-inf"))  # (n, n): an occurrence is not its own
+    nearest = others >= others.max(dim=1, keepdim=True).values - 1e-12  # (n, n): the most similar, all
+    votes = (nearest & group[None, :]).sum(dim=1)  # (n,): how many of them are in group True
+    split = (votes > 0) & (votes < nearest.sum(dim=1))  # (n,): nearest in both groups
+    predicted = torch.where(split, larger, votes > 0)  # (n,)
+    share = float(group.double().mean())  # of group True
+    return {"within": float(similarity[same & off_diagonal].mean()),
+            "across": float(similarity[~same].mean()),
+            "nn_accuracy": float((predicted == group).double().mean()), "chance": max(share, 1 - share),
+            # a neighbour drawn at random is in one's own group this often: below chance unless equal groups
+            "random_neighbour": float((same & off_diagonal).sum() / off_diagonal.sum())}
+
+
+# --- the figure -------------------------------------------------------------------------------------------
+
+def plot(panels: list[list[tuple[str, Tensor, int]]], floors: dict[str, float], png: Path) -> Path:
+    """Rows of panels (title, similarity matrix, where the second group starts or 0), drawn as 1 - cosine on
+    one colour scale that reaches every model's floor (1 - the floor's similarity), marked on the colour
+    bar: the distance between different words of the same sentences."""
+    top = max([1 - floor for floor in floors.values()]
+              + [float((1 - matrix).max()) for row in panels for _, matrix, _ in row])
+    fig = Figure(figsize=(4.2 * len(panels[0]) + 1.5, 4.2 * len(panels)), layout="constrained")
+    axes = fig.subplots(len(panels), len(panels[0]), squeeze=False)
+    for ax, (title, matrix, split) in zip(axes.flat, [p for row in panels for p in row], strict=True):
+        image = ax.imshow(1 - matrix.numpy(), vmin=0.0, vmax=top, cmap="viridis")
+        if split:  # between the groups
+            ax.axhline(split - 0.5, color="white", linewidth=1)
+            ax.axvline(split - 0.5, color="white", linewidth=1)
+        ax.set_title(title, fontsize=9)
+        ax.set(xlabel="occurrence", ylabel="occurrence")
+    bar = fig.colorbar(image, ax=axes, shrink=0.9, aspect=40,
+                       label="1 - cosine similarity (0: the same vector)")
+    for name, floor in floors.items():
+        bar.ax.axhline(1 - floor, color="red", linewidth=1.5)
+        bar.ax.text(-0.2, 1 - floor, f"{name}:\ndifferent words", fontsize=7, color="red", ha="right",
+                    va="center", transform=bar.ax.get_yaxis_transform())
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=120)
     return png
+
+
+def sample(groups: SenseGroups, per_group: int) -> list[int]:
+    """Indices of up to per_group occurrences of each group, spread over the corpus: the nouns, then the
+    verbs."""
+    chosen = []
+    for verb in (False, True):
+        members = (groups.verb == verb).nonzero().flatten().tolist()
+        chosen += members[:: max(1, len(members) // per_group)][:per_group]
+    return chosen
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -173,28 +463,132 @@ def main(argv: list[str] | None = None) -> dict:
     device = torch.device(cfg.DEVICE)
     seed_everything(cfg.SEED)
     print(f"device: {describe(device)}")
-    model, tokenizer, data_dir = load_model(cfg, device)
+    model, tokenizer, data_dir, seed, step = load_model(cfg, device)
+    untrained = untrained_twin(model, seed)
+    block_size = model.config.block_size
+    train = corpus_sentences(data_dir, ("train",))
+    sentences = train + corpus_sentences(data_dir, ("val",))
+    encoded = [encode_sentence(tokenizer, s) for s in sentences]  # as the model reads them
 
-    print(f"\n(a) {cfg.TEXT}")
-    predictions = fill_mask(model, tokenizer, cfg.TEXT, cfg.TOP_K, device)
-    for i, top in enumerate(predictions, start=1):
-        print(f"  [MASK] {i}: " + ", ".join(f"{token} {p:.1%}" for token, p in top))
+    print(f"\n(a) Fill in the blank: BERT's top {cfg.TOP_K} beside a bigram model's, which reads only the "
+          "token before the blank (counted on the training split).\nOnly tokens that begin a word are "
+          "listed: pieces that continue a word ('s', 'ion') and punctuation are skipped; the probabilities "
+          "are the models' own, not renormalised,\nand the share of all word starts together says how much "
+          "of the probability the skipped tokens had.")
+    allowed = word_starts(tokenizer)
+    bigram = Bigram(encoded[: len(train)], tokenizer.vocab_size)
+    blanks = show_blanks(model, bigram, tokenizer, cfg.TEXT, cfg.TOP_K, allowed, device)
+    predictions = [top_words(probs, allowed, tokenizer, cfg.TOP_K) for probs, _ in blanks]
+    print("Minimal pairs, the same up to the blank: the bigram model answers both alike; where BERT does "
+          "not, it read the words after the blank.")
+    pairs = [show_pair(model, bigram, tokenizer, pair, cfg.TOP_K, allowed, device) for pair in MINIMAL_PAIRS]
 
-    sentences = corpus_sentences(data_dir)
-    word, contexts = contexts_of(cfg.WORD, sentences, cfg.CONTEXTS)
-    bert = cosine_matrix(contextual_vectors(model, tokenizer, word, contexts, device))
-    vector = torch.tensor(word2vec_vector(sentences, word, cfg.SEED))  # (100,): the same in every sentence
-    static = cosine_matrix(vector.expand(len(contexts), -1))  # all ones: cos(v, v) = 1
-    print(f"\n(b) '{word}' in {len(contexts)} sentences of the corpus:")
-    for i, sentence in enumerate(contexts):
-        print(f"  {i}: {sentence[:100]}{'...' if len(sentence) > 100 else ''}")
-    off_diagonal = bert[~np.eye(len(bert), dtype=bool)]
-    print(f"cosine similarity between occurrences: BERT {off_diagonal.mean():.2f} on average "
-          f"(min {off_diagonal.min():.2f}, max {off_diagonal.max():.2f}); Word2Vec 1.00 for every pair")
-    png = plot(bert, static, word, Path(cfg.OUT_DIR) / "embeddings.png")
-    print(f"figure: {png}")
-    return {"predictions": predictions, "word": word, "contexts": contexts, "bert_similarity": bert,
-            "mean_similarity": float(off_diagonal.mean()), "figure": str(png)}
+    word_vectors = train_word2vec([tokenizer.decode(ids) for ids in encoded], cfg.SEED)
+    models = {  # name -> the vectors (n, C) of a list of occurrences
+        "untrained": lambda found: contextual_vectors(untrained, found, device),
+        "trained": lambda found: contextual_vectors(model, found, device),
+        "Word2Vec": lambda found: static_vectors(word_vectors, found),
+    }
+    described = {"untrained": f"BERT untrained (seed {seed})", "trained": f"BERT trained ({step})",
+                 "Word2Vec": "Word2Vec (static)"}
+    word, occurrences = contexts_of(cfg.WORD, sentences, tokenizer, cfg.CONTEXTS, block_size)
+    print(f"\n(b) '{word}' in {len(occurrences)} sentences of the corpus:")
+    for i, o in enumerate(occurrences):
+        text = o.sentence.text.strip()
+        print(f"  {i}: {text[:100]}{'...' if len(text) > 100 else ''}")
+    rows = {name: same_word_and_floor(vectors_of, occurrences) for name, vectors_of in models.items()}
+    print(f"mean cosine similarity           '{word}' in different sentences   floor: different words, "
+          "same sentences")
+    for name, (_, same, floor) in rows.items():
+        print(f"  {described[name]:<30} {same:>26.4f}   {floor:>36.4f}")
+    print(f"Word2Vec's nearest words to '{word}': "
+          + ", ".join(w for w, _ in word_vectors.most_similar(word, topn=5)))
+
+    senses, pictured, summary = sense_test(models, described, sentences, tokenizer, block_size)
+
+    panels = [[(f"{described[name]}\n'{word}' in {len(occurrences)} sentences: mean {same:.4f}\n"
+                f"floor (different words): {floor:.4f}", matrix, 0)
+               for name, (matrix, same, floor) in rows.items()]]
+    if pictured:
+        chosen = sample(pictured, FIGURE_PER_GROUP)
+        nouns = int((~pictured.verb[chosen]).sum())
+        found = [pictured.occurrences[i] for i in chosen]
+        scores = senses[pictured.word]
+        panels.append([(f"{described[name]}\n'{pictured.word}': {nouns} after a determiner | "
+                        f"{len(chosen) - nouns} after 'to'\n1-NN {scores[name]['nn_accuracy']:.0%} "
+                        f"(chance {scores[name]['chance']:.0%}) on all {scores['nouns'] + scores['verbs']}",
+                        cosine_matrix(vectors_of(found)), nouns) for name, vectors_of in models.items()])
+    floors = {name: floor for name, (_, _, floor) in rows.items()}
+    png = plot(panels, floors, Path(cfg.OUT_DIR) / "embeddings.png")
+    print(f"\nfigure: {png}")
+    return {"predictions": predictions, "pairs": pairs, "word": word,
+            "contexts": [o.sentence.text.strip() for o in occurrences],
+            "rows": {name: {"similarity": matrix, "same_word": same, "floor": floor}
+                     for name, (matrix, same, floor) in rows.items()},
+            "senses": senses, "summary": summary, "figure": str(png)}
+
+
+def sense_test(models: dict[str, Callable[[list[Occurrence]], Tensor]], described: dict[str, str],
+               sentences: list[str], tokenizer: Tokenizer, block_size: int
+               ) -> tuple[dict[str, dict], SenseGroups | None, str]:
+    """(c), printed: for each of SENSE_WORDS, how well each model's vectors keep its two groups apart. Returns
+    the scores by word, the first word's groups (for the figure) and the conclusion."""
+    print(f"\n(c) Do the differences follow meaning? No hand labels: each word's occurrences are split by "
+          f"the word before it,\na noun after {'/'.join(NOUN_AFTER[::2])}, a verb after "
+          f"{'/'.join(VERB_AFTER)}. within / across: mean cosine similarity of two occurrences in the same "
+          "group / in different groups.\n1-NN: how often an occurrence's most similar other occurrence is in "
+          "its own group (leave one out). chance: always answering the larger group,\nwhich is what 1-NN "
+          "scores when all vectors are the same, as a static embedding's are (equally similar neighbours in "
+          "both groups: the larger group).\nThe trained model is also run with the word that decided the "
+          "group shown as [MASK], and then with the token after the word as [MASK] too.")
+    runs = {**described, "before": "  word before as [MASK]", "both": "  and the token after too"}
+    mask_id = special(tokenizer, "MASK")
+    senses, pictured = {}, None
+    for word in SENSE_WORDS:
+        groups = sense_groups(word, sentences, tokenizer, block_size)
+        verbs = int(groups.verb.sum())
+        nouns = len(groups.verb) - verbs
+        print(f"\n'{word}': {nouns} after {'/'.join(NOUN_AFTER[::2])}, {verbs} after {'/'.join(VERB_AFTER)}",
+              end="")
+        if min(nouns, verbs) < MIN_GROUP:
+            print(f": too few to test (fewer than {MIN_GROUP} in a group)")
+            continue
+        scores = {name: separation(vectors_of(groups.occurrences), groups.verb)
+                  for name, vectors_of in models.items()}
+        scores["before"] = separation(models["trained"](groups.hidden(mask_id)), groups.verb)
+        scores["both"] = separation(models["trained"](groups.hidden(mask_id, after=True)), groups.verb)
+        print(f"; chance {scores['trained']['chance']:.1%} (a neighbour drawn at random: "
+              f"{scores['trained']['random_neighbour']:.1%})\n{'':<34}{'within':>8}{'across':>8}{'1-NN':>8}")
+        for name in ("untrained", "trained", "before", "both", "Word2Vec"):
+            score = scores[name]
+            print(f"  {runs[name]:<32}{score['within']:>8.4f}{score['across']:>8.4f}"
+                  f"{score['nn_accuracy']:>8.1%}")
+        senses[word] = {"nouns": nouns, "verbs": verbs, **scores}
+        pictured = pictured or groups
+    if not senses:
+        return senses, None, ""
+    mean = {name: float(np.mean([s[name]["nn_accuracy"] for s in senses.values()]))
+            for name in ("untrained", "trained", "before", "both", "Word2Vec")}
+    chance = float(np.mean([s["trained"]["chance"] for s in senses.values()]))
+    summary = context_says(mean, chance, len(senses))
+    print("\n" + summary)
+    return senses, pictured, summary
+
+
+def context_says(mean: dict[str, float], chance: float, words: int) -> str:
+    """What the sense test showed, in words, from the mean 1-NN accuracies of each run over the words."""
+    said = (f"Mean 1-NN over {words} words: untrained {mean['untrained']:.1%}, trained "
+            f"{mean['trained']:.1%}, trained with the word before as [MASK] {mean['before']:.1%}, and the "
+            f"token after too {mean['both']:.1%}; Word2Vec {mean['Word2Vec']:.1%}; chance {chance:.1%}.\n")
+    gained = mean["trained"] - chance
+    if gained < 0.05:
+        return said + "The trained vectors do not tell the two groups apart better than chance."
+    if mean["both"] - chance < gained / 2:
+        return said + ("At this size 'context' is mostly the neighbouring words: the trained vectors tell "
+                       "the groups apart while the words next to them are visible, and lose most of that "
+                       "once they are shown as [MASK].")
+    return said + ("The trained vectors keep most of the difference with both neighbours shown as [MASK]: "
+                   "they read more of the sentence than the words next to them.")
 
 
 if __name__ == "__main__":
