@@ -156,6 +156,12 @@ class Baselines:
         top = scores.max(axis=1, keepdims=True)
         return scores - top - np.log(np.exp(scores - top).sum(axis=1, keepdims=True))
 
+    @classmethod
+    def for_run(cls, split: tuple, cfg: SimpleNamespace, vocab_size: int) -> "Baselines":
+        """A training run's baselines: counted on its training split, with the NSP rule's threshold chosen on
+        training pairs of a generator of its own when the run trains NSP (nsp_fitting_pairs)."""
+        return cls(split, vocab_size, nsp_fitting_pairs(split, cfg, vocab_size) if cfg.USE_NSP else None)
+
     def measure(self, batches: list[dict]) -> Counter:
         """Summed losses and correct answers of the three predictors on the chosen positions of `batches`,
         by kind of position (objectives.sums_by_kind's names, prefixed unigram_, copy_ and bigram_); with an

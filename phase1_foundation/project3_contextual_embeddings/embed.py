@@ -158,7 +158,7 @@ def blank_probs(model: BERT, tokenizer: Tokenizer, text: str, device: torch.devi
         raise SystemExit('error: --TEXT needs at least one [MASK], '
                          'like --TEXT="The [MASK] flowed into the sea."')
     input_ids = torch.tensor([encode_text(tokenizer, text)], device=device)  # (1, T)
-    logits, _ = model(input_ids, masked=input_ids == special(tokenizer, "MASK"))  # (masks, V)
+    logits, _ = model(input_ids, chosen=input_ids == special(tokenizer, "MASK"))  # (masks, V)
     return F.softmax(logits.float(), dim=-1).cpu()
 
 

@@ -13,7 +13,7 @@ position, so that a query-key score depends on how far apart two tokens are, not
 Read top to bottom: BertConfig -> rotary positions -> BidirectionalSelfAttention -> MLP -> Block -> BERT ->
 saved weights.
 Shapes: B batch, T sequence length, C = n_embd, nh = n_head, hs = C // nh head size, V vocabulary size,
-N number of masked positions.
+N number of chosen positions (the 15% with an MLM target).
 """
 
 import math
@@ -238,18 +238,18 @@ class BERT(nn.Module):
         input_ids: Tensor,
         segment_ids: Tensor | None = None,
         attention_mask: Tensor | None = None,
-        masked: Tensor | None = None,
+        chosen: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """MLM logits (B, T, V), or (N, V) at the N positions where `masked` (B, T) is True;
+        """MLM logits (B, T, V), or (N, V) at the N positions where `chosen` (B, T) is True;
         NSP logits (B, 2).
 
-        Only masked positions are scored in pre-training, and the head's V x C product is its biggest cost, so
-        BERT's own code gathers them before the head instead of scoring every position.
+        Only the chosen positions are scored in pre-training, and the head's V x C product is its biggest
+        cost, so BERT's own code gathers them before the head instead of scoring every position.
         """
         x = self.hidden_states(input_ids, segment_ids, attention_mask)  # (B, T, C)
         nsp_logits = self.nsp_head(self.pooler(x[:, 0]))  # [CLS] (B, C) -> pooled (B, C) -> (B, 2)
-        if masked is not None:
-            x = x[masked]  # (N, C), in row-major order of the True positions
+        if chosen is not None:
+            x = x[chosen]  # (N, C), in row-major order of the True positions
         return self.mlm_head(x), nsp_logits  # (B, T, V) or (N, V)
 
     def num_parameters(self, non_embedding: bool = False) -> int:

@@ -54,7 +54,7 @@ def pretraining_loss(model: BERT, batch: dict, use_nsp: bool) -> tuple[torch.Ten
     # Only the chosen positions are scored (model.py gathers them), rather than scoring all B·T positions and
     # giving the others cross_entropy's ignore_index: the same loss without the (B, T, V) logits.
     mlm_logits, nsp_logits = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"],
-                                   masked=chosen)  # (N, V), (B, 2)
+                                   chosen=chosen)  # (N, V), (B, 2)
     token_loss = F.cross_entropy(mlm_logits.float(), targets, reduction="none")  # (N,)
     mlm_loss = token_loss.mean()
     loss, nsp_labels = mlm_loss, batch["nsp_labels"]  # (B,): 1 = B follows A, 0 = B from another document

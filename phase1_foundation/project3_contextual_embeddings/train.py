@@ -32,7 +32,7 @@ from common.optim import adamw, set_lr, warmup_linear
 from common.progress import progress
 from common.tokens import read_meta
 from phase1_foundation.project3_contextual_embeddings import config
-from phase1_foundation.project3_contextual_embeddings.baselines import Baselines, nsp_fitting_pairs
+from phase1_foundation.project3_contextual_embeddings.baselines import Baselines
 from phase1_foundation.project3_contextual_embeddings.download_data import load_split, prepare
 from phase1_foundation.project3_contextual_embeddings.model import BERT, KIND, PREFIX, BertConfig
 from phase1_foundation.project3_contextual_embeddings.objectives import (
@@ -79,9 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"{len(val_split[0]):,} val tokens in {len(train_split[1]) - 1:,} / "
           f"{len(val_split[1]) - 1:,} sentences")
     val_batches = validation_batches(val_split, cfg, tokenizer.vocab_size, device)  # drawn once, for all
-    # The NSP rule's threshold is chosen on training pairs from a generator of its own (seed SEED + 2).
-    nsp_fit = nsp_fitting_pairs(train_split, cfg, tokenizer.vocab_size) if cfg.USE_NSP else None
-    baselines = metrics(Baselines(train_split, tokenizer.vocab_size, nsp_fit).measure(val_batches), "val")
+    baselines = metrics(Baselines.for_run(train_split, cfg, tokenizer.vocab_size).measure(val_batches), "val")
 
     # --- model and optimizer -------------------------------------------------------------------------------
     model = BERT(BertConfig(vocab_size=tokenizer.vocab_size, block_size=cfg.BLOCK_SIZE, n_layer=cfg.N_LAYER,

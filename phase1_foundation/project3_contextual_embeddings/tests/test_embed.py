@@ -53,7 +53,7 @@ def train_tiny(sentences: list[embed.Sentence], vocab_size: int, steps: int, see
         batch = data[torch.randint(len(data), (32,), generator=generator)]  # (32, T)
         ids, labels = mask_tokens(batch, vocab_size=vocab_size, generator=generator)  # (32, T) each
         chosen = labels != IGNORE  # (32, T)
-        logits, _ = model(ids, attention_mask=(batch != PAD_ID).long(), masked=chosen)  # (N, V)
+        logits, _ = model(ids, attention_mask=(batch != PAD_ID).long(), chosen=chosen)  # (N, V)
         F.cross_entropy(logits, labels[chosen]).backward()
         optimizer.step()
         optimizer.zero_grad()

@@ -193,9 +193,9 @@ def test_pretraining_loss_matches_transformers(hf_model):
     takes the same labels (IGNORE is its -100 too) with 0 = IsNext."""
     model = copy_hf_weights(hf_model, make())
     ids, segments, mask = pair_batch()
-    masked = (torch.rand(ids.shape, generator=torch.Generator().manual_seed(2)) < 0.3) & mask.bool()
+    chosen = (torch.rand(ids.shape, generator=torch.Generator().manual_seed(2)) < 0.3) & mask.bool()
     is_next = torch.tensor([1, 0, 1])
-    labels = ids.masked_fill(~masked, IGNORE)
+    labels = ids.masked_fill(~chosen, IGNORE)
     batch = dict(input_ids=ids, segment_ids=segments, attention_mask=mask, mlm_labels=labels,
                  nsp_labels=is_next)
     with torch.no_grad():
@@ -203,7 +203,7 @@ def test_pretraining_loss_matches_transformers(hf_model):
         expected = hf_model(input_ids=ids, token_type_ids=segments, attention_mask=mask, labels=labels,
                             next_sentence_label=1 - is_next).loss
     torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
-    assert counts["mlm_count"] == masked.sum() and counts["nsp_count"] == 3
+    assert counts["mlm_count"] == chosen.sum() and counts["nsp_count"] == 3
 
 
 def test_from_hf_round_trip_safetensors(hf_model, tmp_path):
@@ -329,15 +329,15 @@ def test_bad_head_count_is_one_line():
 # ---- forward ---------------------------------------------------------------------------------------------
 
 
-def test_masked_gathers_the_same_logits_as_full_scoring():
+def test_chosen_positions_gather_the_same_logits_as_full_scoring():
     model = make()
     ids, segments, mask = pair_batch()
-    masked = (torch.rand(ids.shape, generator=torch.Generator().manual_seed(3)) < 0.3) & mask.bool()
+    chosen = (torch.rand(ids.shape, generator=torch.Generator().manual_seed(3)) < 0.3) & mask.bool()
     with torch.no_grad():
         full, nsp = model(ids, segments, mask)
-        gathered, nsp_gathered = model(ids, segments, mask, masked=masked)
-    assert gathered.shape == (int(masked.sum()), SMALL.vocab_size)
-    torch.testing.assert_close(gathered, full[masked], atol=1e-6, rtol=1e-6)
+        gathered, nsp_gathered = model(ids, segments, mask, chosen=chosen)
+    assert gathered.shape == (int(chosen.sum()), SMALL.vocab_size)
+    torch.testing.assert_close(gathered, full[chosen], atol=1e-6, rtol=1e-6)
     assert torch.equal(nsp, nsp_gathered)
 
 
@@ -383,11 +383,11 @@ def test_attention_paths_agree_in_eval_and_in_train_without_dropout():
     fast = make().train()  # dropout is 0 in SMALL
     explicit = twin(fast, fast_attention=False)
     ids, segments, mask = pair_batch()
-    masked = mask.bool() & (ids % 3 == 0)
+    chosen = mask.bool() & (ids % 3 == 0)
     for model in (fast, explicit):
         model.zero_grad()
-        mlm, nsp = model(ids, segments, mask, masked=masked)
-        (F.cross_entropy(mlm, ids[masked]) + F.cross_entropy(nsp, torch.tensor([1, 0, 1]))).backward()
+        mlm, nsp = model(ids, segments, mask, chosen=chosen)
+        (F.cross_entropy(mlm, ids[chosen]) + F.cross_entropy(nsp, torch.tensor([1, 0, 1]))).backward()
     for (name, p), q in zip(fast.named_parameters(), explicit.parameters(), strict=True):
         torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-5, msg=name)
     with torch.no_grad():
