@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from phase1_foundation.project3_contextual_embeddings import embed, train
+from phase1_foundation.project3_contextual_embeddings import baselines, embed, train
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -115,7 +115,7 @@ def test_summary_has_the_nsp_rule_and_evaluations_log_neighbour_attention(tiny, 
 def test_the_nsp_rule_and_the_attention_logging_leave_training_as_it_was(tiny, tmp_path, monkeypatch):
     train.main([*tiny, f"--OUT_DIR={tmp_path / 'with'}"])
     monkeypatch.setattr(train, "neighbour_attention", lambda model, batch: {})
-    monkeypatch.setattr(train, "nsp_fitting_pairs", lambda split, cfg, vocab_size: None)  # no NSP rule
+    monkeypatch.setattr(baselines, "nsp_fitting_pairs", lambda split, cfg, vocab_size: None)  # no NSP rule
     summary = train.main([*tiny, f"--OUT_DIR={tmp_path / 'without'}"])
     assert "val_overlap_nsp_accuracy" not in summary
     assert losses(tmp_path / "with") == losses(tmp_path / "without")  # every step, exactly
