@@ -139,6 +139,11 @@ def test_ex6_rotary_positions_leave_the_plateau_first(tiny, tmp_path):
     assert results["bigram"] < results["unigram"] - 2  # the neighbours tell the masked word
     assert results["learned"]["below_unigram"] < 0.1  # still on the plateau
     assert results["rotary"]["below_unigram"] > 0.3  # left it
+    # and the attention on the previous token says how: the rotary run has grown it, the table has not
+    attention, even = results["attention"], results["attention"]["learned"]["uniform"][600]
+    previous = {name: max(attention[name][f"layer{layer}_prev"][600] for layer in (1, 2))
+                for name in attention}
+    assert previous["rotary"] > 3 * even and previous["learned"] < 1.5 * even
     assert (tmp_path / "runs" / "learned_vs_rotary.png").read_bytes().startswith(PNG)
 
 
