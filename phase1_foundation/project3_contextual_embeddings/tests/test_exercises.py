@@ -1,10 +1,10 @@
 """The exercises' worked solutions at a tiny size: each runs end to end and, where a few seconds of training
 can show it, shows what a learner should see.
 
-A tiny BERT trained for seconds on ordinary text predicts mostly the most frequent tokens, so these tests check
-the measurements themselves (same masks for both runs, exact zeros where there must be zeros) and the effects
-that appear that early: the noise of a mean over more targets, copying, and, on text built so that the
-neighbours give a masked word away, rotary positions leaving the plateau before the learned table.
+A tiny BERT trained for seconds on ordinary text predicts mostly the most frequent tokens, so these tests
+check the measurements themselves (same masks for both runs, exact zeros where there must be zeros) and the
+effects that appear that early: the noise of a mean over more targets, copying, and, on text built so that
+the neighbours give a masked word away, rotary positions leaving the plateau before the learned table.
 """
 
 import math
