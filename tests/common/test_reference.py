@@ -137,13 +137,7 @@ def test_a_sweep_is_judged_by_its_furthest_run(chapter, tmp_path):
     assert "2 runs (1 of them from results.jsonl, not this command), the furthest a: 3.200" in line
 
 
-# Chapter 2's band: its alternative run did not finish in time to be recorded (strict: once it is, this
-# marker must go).
-NO_BAND_YET = pytest.mark.xfail(strict=True, reason="chapter 2's band is not measured yet", raises=KeyError)
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=NO_BAND_YET) if n == "project2_gpt2" else n
-                                  for n in CHAPTERS])
+@pytest.mark.parametrize("name", CHAPTERS)
 def test_each_chapter_has_a_measured_cpu_reference_for_its_preset_of_today(name):
     path = REPO_ROOT / "phase1_foundation" / name / "reference.json"
     entry = json.loads(path.read_text(encoding="utf-8"))["cpu"]["cpu"]
