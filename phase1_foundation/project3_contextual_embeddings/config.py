@@ -64,8 +64,8 @@ BERT_LARGE = dict(N_LAYER=24, N_HEAD=16, N_EMBD=1024, BLOCK_SIZE=512, VOCAB_SIZE
 # Where every run departs from BERT, whatever the settings (the README lists them too):
 # - Optimizer: torch's AdamW, eps 1e-8 with bias correction; BERT's AdamWeightDecayOptimizer used eps 1e-6 and
 #   no bias correction (google-research/bert optimization.py). Without it the steps are larger by
-#   (1 - beta1^t) / sqrt(1 - beta2^t): an estimated 2.4x at step 185, where the cpu preset's warmup ends, 1.09x
-#   at its last step, 1,850.
+#   (1 - beta1^t) / sqrt(1 - beta2^t): an estimated 2.4x at step 185, where the cpu preset's warmup ends,
+#   1.09x at its last step, 1,850.
 # - Pairs and masks are drawn afresh for every batch (RoBERTa's dynamic masking); BERT wrote 10 fixed
 #   maskings of its corpus to disk (create_pretraining_data.py, dupe_factor = 10).
 # - Sequences are always filled to the block: BERT made 10% of them shorter, of a random length

@@ -46,8 +46,8 @@ def rotary(**changes) -> dict:
 
 
 CANDIDATES = {  # name: (shape, changes to the cpu preset, warmup as a share of the steps)
-    # BERT's learned position table: the sweep that chose the preset before rotary positions (10 minutes each)
-    "mini-lr1e-3-w100": ("mini", learned(LEARNING_RATE=1e-3), None),  # the preset before it: 100 warmup steps
+    # BERT's learned position table (10 minutes each): those trained stayed on the plateau (README appendix)
+    "mini-lr1e-3-w100": ("mini", learned(LEARNING_RATE=1e-3), None),  # 100 warmup steps
     "mini-lr2e-3": ("mini", learned(LEARNING_RATE=2e-3), 0.1),
     "shallow-lr2e-3": ("shallow", learned(LEARNING_RATE=2e-3), 0.1),
     "narrow-lr2e-3": ("narrow", learned(LEARNING_RATE=2e-3), 0.1),
@@ -60,7 +60,7 @@ CANDIDATES = {  # name: (shape, changes to the cpu preset, warmup as a share of 
     "tiny-lr2e-3-block32": ("tiny", learned(LEARNING_RATE=2e-3, BLOCK_SIZE=32), 0.1),
     "tiny-lr1e-2-block64": ("tiny", learned(LEARNING_RATE=1e-2, BLOCK_SIZE=64), 0.1),
     "tiny-lr2e-3-vocab2048": ("tiny", learned(LEARNING_RATE=2e-3, VOCAB_SIZE=2048), 0.1),
-    # Rotary positions, the preset's now (five minutes each, --MINUTES=5)
+    # Rotary positions, the presets' (five minutes each, --MINUTES=5)
     "rotary-tiny-lr1e-3": ("tiny", rotary(LEARNING_RATE=1e-3), 0.1),
     "rotary-tiny-lr2e-3": ("tiny", rotary(LEARNING_RATE=2e-3), 0.1),
     "rotary-tiny-lr5e-3": ("tiny", rotary(LEARNING_RATE=5e-3), 0.1),

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 # The answer, kept at the end of the file: read it after your run.
 WHAT_WE_MEASURED = """
-The course has not yet measured this exercise at the chapter's current defaults (rotary positions); this is
+The course has not yet measured this exercise at the chapter's defaults (rotary positions); this is
 what we expect, and why. We expect nothing unstable: neither run spikes or diverges, and the 50% run's curve
 is the smoother one, because each step's loss is a mean over 0.5 / 0.15 times as many targets and the noise
 of a mean of n independent terms shrinks as 1/sqrt(n): its step-to-step noise should be no less than

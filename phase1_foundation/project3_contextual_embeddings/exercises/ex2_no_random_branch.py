@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 # The answer, kept at the end of the file: read it after your run.
 WHAT_WE_MEASURED = """
-The course has not yet measured this exercise at the chapter's current defaults (rotary positions); this is
+The course has not yet measured this exercise at the chapter's defaults (rotary positions); this is
 what we expect, and why. We expect the overall MLM loss to hardly separate the two runs, and the difference
 to be in where the model is right. At [MASK] positions we expect the two to be level. Without the random
 branch a visible target was always the right answer, so we expect the model to learn to copy its input: its

@@ -65,13 +65,13 @@ def main(argv: list[str] | None = None) -> dict:
 
 # The answer, kept at the end of the file: read it after your run.
 WHAT_WE_MEASURED = """
-The course has not yet measured this comparison at the chapter's current defaults (rotary positions); the
+The course has not yet measured this comparison at the chapter's defaults (rotary positions); the
 README gives a measurement with BERT's learned position table (--POSITIONS=learned), in which both models
 were still on the unigram plateau, so there was nothing yet for NSP to cost or to help. This is what we
 expect, and why. We expect two curves of accuracy at [MASK] close together at every evaluation, on their own
 pairs and on the same contiguous pairs: NSP neither costing MLM much nor helping it. With rotary positions
 MLM leaves the plateau early in the run, so here the comparison starts to mean something. We expect the NSP
-run's NSP accuracy to end at chance: its run is the chapter's preset run, in whose five minutes NSP did not
+run's NSP accuracy to end at chance: its run is the chapter's preset run, in whose 1,850 steps NSP did not
 leave chance, because NSP leaves chance only after the loss at [MASK] has fallen a long way. Its extra task
 then costs compute and teaches nothing measurable. When it does rise, a model can solve much of it by
 noticing that the segments are on different topics, something MLM teaches anyway (Lan et al. 2019, ALBERT).

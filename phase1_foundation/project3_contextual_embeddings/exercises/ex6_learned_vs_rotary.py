@@ -2,10 +2,11 @@
 
 BERT learns a table of block_size position vectors and adds one to each token (§3). Rotary positions
 (RoFormer, Su et al. 2021) have no table: each query and key is turned by an angle proportional to its
-position, so a query-key score depends only on how far apart the two tokens are. "Look at the word to my
-left" is then one pattern that serves at every position, where with a table it must be built for each of the
-block_size positions apart. Train the same model both ways and compare the loss at [MASK] at every
-evaluation, beside the unigram and bigram models' on the same targets.
+position, so the position part of a query-key score depends only on how far apart the two tokens are. "Look at
+the word to my left" can then be one pattern that serves at every position, where with a table it has to be
+built for each of the block_size positions apart: a hypothesis for why the two learn differently, which the
+figure's lower panel lets you watch but does not prove. Train the same model both ways and compare the loss at
+[MASK] at every evaluation, beside the unigram and bigram models' on the same targets.
 
     uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex6_learned_vs_rotary.py
     uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex6_learned_vs_rotary.py \
@@ -136,11 +137,11 @@ The course measured this exercise with the long runs' settings, the second comma
 table stays within 0.04 nats of it for 3,600 steps, then starts down, and ends at 6.807 at step 6,000, 0.13
 nats below it. The rotary run leaves the plateau between steps 200 and 600 (5.927 at step 600, 1.01 nats
 below the unigram model), passes the bigram model at step 3,000 (4.488 against 4.490), and ends at 4.205,
-0.29 nats below the bigram model. Each run took 15.5 minutes. With rotary positions a query and a key score
-by their distance alone, so "look at the word on my left" is one pattern that works at every position at
-once; with a learned table it has to be built for each of the 128 positions separately, from position
-vectors that start as unrelated noise. A rotary step costs about 1.5% more (sweep.py's timings: 0.1458 s
-against 0.1436 s a step).
+0.29 nats below the bigram model. Each run took 15.5 minutes on two idle cores. A hypothesis for why, not
+tested here: with rotary positions the position part of a score depends on the offset alone, so "look at the
+word on my left" can be one pattern that works at every position at once; with a learned table it has to be
+built for each of the 128 positions separately, from position vectors that start as unrelated noise. A rotary
+step costs about 1.5% more than a learned one (sweep.py --TIME_ONLY).
 """
 
 

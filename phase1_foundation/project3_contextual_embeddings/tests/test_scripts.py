@@ -87,8 +87,10 @@ def test_embed_fills_blanks_and_compares_contexts(tiny, tmp_path):
     # still nearly uniform: they differ by about 2e-5, a hundred times float32's rounding. (With the learned
     # table they differ by 0.17, but that is mostly the word's different positions, not its context.)
     assert trained["similarity"].min() < 1 - 2e-6
-    for scores in result["senses"].values():  # the tiny corpus may hold a sense word or two
-        assert scores["Word2Vec (static)"]["nn_accuracy"] == scores["Word2Vec (static)"]["chance"]
+    # The tiny corpus holds too few noun/verb occurrences for the sense test (tests/test_embed.py runs it on a
+    # corpus built for it); where it does hold some, the static vectors are at chance.
+    for scores in result["senses"].values():
+        assert scores["Word2Vec"]["nn_accuracy"] == scores["Word2Vec"]["chance"]
     assert (tmp_path / "embeddings.png").read_bytes()[:8] == PNG
 
 
