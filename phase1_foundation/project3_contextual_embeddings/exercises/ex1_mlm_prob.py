@@ -85,17 +85,16 @@ def main(argv: list[str] | None = None) -> dict:
 
 # The answer, kept at the end of the file: read it after your run.
 WHAT_WE_MEASURED = """
-The course has not yet measured this exercise at the chapter's defaults (rotary positions); this is
-what we expect, and why. We expect nothing unstable: neither run spikes or diverges, and the 50% run's curve
-is the smoother one, because each step's loss is a mean over 0.5 / 0.15 times as many targets and the noise
-of a mean of n independent terms shrinks as 1/sqrt(n): its step-to-step noise should be no less than
-sqrt(0.15 / 0.5) = 0.55 of the 15% run's, and above that, since targets in one sequence are not independent
-and half-hidden text makes each of them harder. On the
-shared 15% masks we do not predict which ends lower: the 50% run learns from 3.3 times as many targets, each
-with less context to read, and context counts for more as a model learns to use it. The best rate depends on
-the model: Wettig et al. (2023, "Should You
-Mask 15% in Masked Language Modeling?") found 40% better than 15% for BERT-large, larger models favouring
-higher rates.
+The course has not yet measured this exercise at the chapter's defaults (rotary positions); this is what we
+expect, and why. We expect nothing unstable: neither run spikes or diverges, and the 50% run's curve is the
+smoother one, because each step's loss is a mean over 0.5 / 0.15 times as many targets and the noise of a mean
+of n independent terms shrinks as 1/sqrt(n): its step-to-step noise would be about sqrt(0.15 / 0.5) = 0.55 of
+the 15% run's if the targets were independent and equally variable; they are neither, since targets in one
+sequence are related and half-hidden text changes how hard each one is. On the shared 15% masks we do not
+predict which ends lower: the 50% run learns from 3.3 times as many targets, each with less context to read,
+and context counts for more as a model learns to use it. The best rate depends on the model: Wettig et al.
+(2023, "Should You Mask 15% in Masked Language Modeling?") found 40% better than 15% for BERT-large, larger
+models favouring higher rates.
 """
 
 
