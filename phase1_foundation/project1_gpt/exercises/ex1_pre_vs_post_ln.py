@@ -71,12 +71,14 @@ def main(argv: list[str] | None = None) -> dict:
 
 # The answer, kept at the end of the file: read it after your run.
 WHAT_WE_MEASURED = """
-Pre-LN leaves the unigram plateau within about a hundred steps and keeps falling; post-LN sits on the plateau
-(or above it) for the whole run. At 8 layers x 128 wide and 200 steps we measured: post-LN val 6.98, pre-LN
-6.68, unigram 6.93. In post-LN every gradient passes through a LayerNorm per sub-block on its way down, and at
-initialisation the layers near the output get far larger gradients than the rest (Xiong et al. 2020), so a
-high learning rate needs a long warmup (GPT-1 used 2,000 steps). Pre-LN keeps a plain sum from the embedding
-to the output, along which gradients reach every layer unchanged, and trains without one.
+Measured with this command (the cpu preset's 256-wide model at 8 layers, learning rate 1e-3, 10 warmup steps,
+300 steps): pre-LN is below the unigram baseline by the first evaluation, step 50 (6.853 against 6.932), and
+keeps falling, to 6.246 at step 300; post-LN stays on the plateau, at or above the unigram baseline for the
+whole run (6.971 at step 50, 6.937 at step 300). Pre-LN ends 0.69 nats lower. In post-LN every gradient passes
+through a LayerNorm per sub-block on its way down, and at initialisation the layers near the output get far
+larger gradients than the rest (Xiong et al. 2020), so a high learning rate needs a long warmup (GPT-1 used
+2,000 steps). Pre-LN keeps a plain sum from the embedding to the output, along which gradients reach every
+layer unchanged, and trains without one.
 """
 
 
