@@ -82,28 +82,24 @@ def print_attention(attention: dict[str, dict[str, dict[int, float]]]) -> None:
 
 
 def plot(curves: dict[str, dict[int, float]], unigram: float, bigram: float, path,
-         attention: dict[str, dict[str, dict[int, float]]] | None = None):
-    """Both runs' validation loss at [MASK] against step, with the baselines dashed; under it, when
-    `attention` is given (main's: each run's logged weights by key and step), the mean attention weight on
-    the previous and the next token, one line per run, layer and offset, with the even spread dotted."""
+         attention: dict[str, dict[str, dict[int, float]]]):
+    """Both runs' validation loss at [MASK] against step, with the baselines dashed; under it, from
+    `attention` (each run's logged weights by key and step), the mean attention weight on the previous and
+    the next token, one line per run, layer and offset, with the even spread dotted."""
     from matplotlib.figure import Figure  # imported here: matplotlib takes seconds to load
 
-    fig = Figure(figsize=(8, 9 if attention else 5))
-    if attention:
-        ax, lower = fig.subplots(2, 1, sharex=True, gridspec_kw=dict(height_ratios=(5, 4)))
-    else:
-        ax, lower = fig.subplots(), None
+    fig = Figure(figsize=(8, 9))
+    ax, lower = fig.subplots(2, 1, sharex=True, gridspec_kw=dict(height_ratios=(5, 4)))
     for name, label in VARIANTS.items():
         ax.plot(list(curves[name]), list(curves[name].values()), marker="o", markersize=3, label=label)
     for value, label in ((unigram, "unigram model"), (bigram, "bigram model (both neighbours)")):
         ax.axhline(value, linestyle="--", linewidth=1, color="grey")
         ax.annotate(label, (0, value), xycoords=("axes fraction", "data"), xytext=(4, 3),
                     textcoords="offset points", fontsize=8, color="grey")
-    ax.set(xlabel="" if lower is not None else "step", ylabel="validation loss at [MASK] (nats)",
+    ax.set(ylabel="validation loss at [MASK] (nats)",
            title="BERT's learned positions against rotary positions, same model and steps")
     ax.legend(loc="center right")
-    if lower is not None:
-        plot_attention(lower, attention)
+    plot_attention(lower, attention)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     return path
 
