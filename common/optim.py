@@ -5,7 +5,7 @@ corpus → tokenizer → token files → batches → model → checkpoint.
 
 Weight decay is applied to every weight matrix, the embedding tables included, and to nothing else: GPT-1
 decays "all non bias or gain weights" (§4.1), and BERT's `AdamWeightDecayOptimizer` excludes only LayerNorm
-and biases. A bias or a LayerNorm gain pulled toward zero would only shift or shrink every output alike.
+and biases.
 """
 
 import math
