@@ -137,6 +137,10 @@ class PairBatches:
     use_nsp=False (RoBERTa, §4.2): B is always the real continuation, so the pair is just contiguous text; the
     label stays 1 and the model's NSP loss should be left out.
 
+    short_seq_prob (PAPER: create_pretraining_data.py, 0.1 in BERT): that share of pairs aims at a target
+    length drawn uniformly from 2 .. block_size - 3 instead of the full one, so short inputs are not new to
+    the model; they are still pairs, of whole sentences, the rest of the block padding.
+
     All randomness comes from one private CPU generator: the same seed gives the same batches on any device,
     and state_dict() lets a resumed run continue them exactly.
     """
@@ -152,6 +156,7 @@ class PairBatches:
         seed: int,
         *,
         use_nsp: bool = True,
+        short_seq_prob: float = 0.0,
         vocab_size: int,
         mlm_prob: float,
         mask_share: float,
@@ -162,6 +167,8 @@ class PairBatches:
         if not (0 < mlm_prob <= 1 and min(mask_share, random_share) >= 0 and mask_share + random_share <= 1):
             raise SystemExit(f"error: need 0 < MLM_PROB <= 1 and MASK_TOKEN_SHARE + RANDOM_TOKEN_SHARE <= 1, "
                              f"got {mlm_prob} and {mask_share} + {random_share}")
+        if not 0 <= short_seq_prob <= 1:
+            raise SystemExit(f"error: need 0 <= SHORT_SEQ_PROB <= 1, got {short_seq_prob}")
         self.n_documents = len(documents) - 1
         self.doc_of = np.repeat(np.arange(self.n_documents), np.diff(documents))  # (S,) document of each
         self.doc_end = documents[1:][self.doc_of]  # (S,) the sentence after the end of each one's document
@@ -173,6 +180,7 @@ class PairBatches:
             )
         self.tokens, self.sentences, self.documents = tokens, sentences, documents
         self.block_size, self.batch_size, self.use_nsp = block_size, batch_size, use_nsp
+        self.short_seq_prob = short_seq_prob
         self.masking = dict(vocab_size=vocab_size, mlm_prob=mlm_prob, mask_share=mask_share,
                             random_share=random_share)
         self.device = torch.device(device)
@@ -188,6 +196,10 @@ class PairBatches:
         is_next = (torch.rand(B, generator=g) < 0.5).numpy() | (not self.use_nsp)  # (B,)
         other = torch.randint(max(self.n_documents - 1, 1), (B,), generator=g).numpy()  # (B,) NotNext's ...
         other_at = torch.rand(B, generator=g).numpy()  # (B,) ... and where in it B starts
+        if self.short_seq_prob:  # drawn only when asked for, so the other runs' batches stay as they were
+            short = (torch.rand(B, generator=g) < self.short_seq_prob).numpy()  # (B,)
+            length = torch.randint(2, target + 1, (B,), generator=g).numpy()  # (B,) uniform 2 .. target
+            target = np.where(short, length, target)  # (B,)
 
         # The chunk: sentences from `start` on until the target length is reached; at least 2, one document.
         chunk_end = np.searchsorted(off, off[start] + target).clip(start + 2, self.doc_end[start])  # (B,)
@@ -236,11 +248,13 @@ class PairBatches:
         self.generator.set_state(state["generator"].cpu())  # cpu(): in case it was loaded with map_location
 
 
-def pair_batches(split: tuple, cfg: SimpleNamespace, vocab_size: int, device: torch.device,
-                 seed: int) -> PairBatches:
+def pair_batches(split: tuple, cfg: SimpleNamespace, vocab_size: int, device: torch.device, seed: int,
+                 training: bool = False) -> PairBatches:
     """Masked sentence pairs from one split (load_split's three arrays), shaped by the chapter's settings; the
-    same seed gives the same pairs and the same masks."""
+    same seed gives the same pairs and the same masks. Only training pairs are ever short (SHORT_SEQ_PROB):
+    validation scores every run on the same full-length pairs."""
     return PairBatches(
         *split, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed, use_nsp=cfg.USE_NSP, vocab_size=vocab_size,
-        mlm_prob=cfg.MLM_PROB, mask_share=cfg.MASK_TOKEN_SHARE, random_share=cfg.RANDOM_TOKEN_SHARE,
+        short_seq_prob=cfg.SHORT_SEQ_PROB if training else 0.0, mlm_prob=cfg.MLM_PROB,
+        mask_share=cfg.MASK_TOKEN_SHARE, random_share=cfg.RANDOM_TOKEN_SHARE,
     )

@@ -5,6 +5,8 @@ far its [MASK]-position loss got below the unigram model's.
     uv run python phase1_foundation/project3_contextual_embeddings/sweep.py
     # one of them, 4 minutes
     uv run python phase1_foundation/project3_contextual_embeddings/sweep.py --MINUTES=4 tiny-lr2e-3
+    # one with two seeds, each run in the time the cpu preset's run takes here
+    uv run python phase1_foundation/project3_contextual_embeddings/sweep.py --MINUTES=preset --SEEDS=1,2 short-seq
 
 On a laptop the question is not which model is best but which learns most per minute: a smaller model takes
 more steps in the same time, a larger learning rate moves further per step until post-LN training diverges
@@ -13,22 +15,36 @@ then each trains, through train.py itself, for as many steps as fit in MINUTES (
 is a share of those steps, and the linear decay ends at the last one). The timings are kept in
 step_seconds.json: taken once on a quiet machine (`--TIME_ONLY`), they fix each candidate's number of steps,
 so the training runs can then share the machine, or run side by side with one thread each, without
-changing what they compute. [MASK] loss is compared as the gap below the unigram cross-entropy on the same
-validation targets, so that candidates with different vocabularies are compared fairly. Finished
-candidates are skipped: an interrupted sweep continues where it stopped.
-"""
+changing what they compute. --MINUTES=preset gives each candidate the time the cpu preset's run
+(rotary-tiny-lr2e-3, its 1,850 steps) takes here, so that a change to the preset is judged by the ratio of
+step times alone, whatever the machine's speed that day. [MASK] loss is compared as the gap below the
+unigram cross-entropy on the same validation targets, so that candidates with different vocabularies are
+compared fairly; every candidate's final model is scored on contiguous validation text masked BERT's way
+(shared_targets), whatever it trained on. Finished
+candidates are skipped: an interrupted sweep continues where it stopped. With --SEEDS each candidate trains
+once per seed (weights, pairs, masks and the validation pairs all follow the seed), and the report gives
+each seed's result and their mean: where the plateau ends abruptly, one run per setting can mislead.
+"""  # noqa: E501 (a usage command longer than a line, kept whole so it can be copied)
 
 import json
 import statistics
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
-from common.config import REPO_ROOT
+from common.config import REPO_ROOT, in_repo
 from common.metrics import read_metrics, run_training
+from phase1_foundation.project3_contextual_embeddings.baselines import Baselines
+from phase1_foundation.project3_contextual_embeddings.config import PRESETS
+from phase1_foundation.project3_contextual_embeddings.download_data import load_split
+from phase1_foundation.project3_contextual_embeddings.exercises import load_run
+from phase1_foundation.project3_contextual_embeddings.objectives import evaluate, metrics, validation_batches
 
 MODULE = "phase1_foundation.project3_contextual_embeddings.train"
+PRESET_CANDIDATE = "no-dropout-mlm-only-mask30"  # the cpu preset's settings (config.PRESETS)
 OUT_DIR = REPO_ROOT / "checkpoints" / "project3" / "sweep"
 MINUTES = 10.0  # wall-clock budget of each candidate's training steps
-PROBE_STEPS = 8  # steps run to time one step (the first two, slowed by warm-up, are not counted)
+PROBE_STEPS = 30  # steps run to time one step (the first five, slowed by warm-up, are not counted)
 STEP_SHARE = 0.9  # of the budget, for training steps; the rest is start-up, validation and saving
 
 SHAPES = {  # Turc et al. 2019's small BERTs: BERT-Tiny, BERT-Mini, and two between them
@@ -37,15 +53,19 @@ SHAPES = {  # Turc et al. 2019's small BERTs: BERT-Tiny, BERT-Mini, and two betw
     "shallow": dict(N_LAYER=2, N_HEAD=4, N_EMBD=256),
     "mini": dict(N_LAYER=4, N_HEAD=4, N_EMBD=256),
 }
+BERT_TRAINING = dict(DROPOUT=0.1, USE_NSP=True, MLM_PROB=0.15)  # PAPER: BERT §3.1, §A.2 (the preset: not)
+
+
 def learned(**changes) -> dict:
-    return {"POSITIONS": "learned", **changes}
+    return {"POSITIONS": "learned", **BERT_TRAINING, **changes}
 
 
 def rotary(**changes) -> dict:
-    return {"POSITIONS": "rotary", **changes}
+    return {"POSITIONS": "rotary", **BERT_TRAINING, **changes}
 
 
-CANDIDATES = {  # name: (shape, changes to the cpu preset, warmup as a share of the steps)
+CANDIDATES = {  # name: (shape, changes to the cpu preset, warmup as a share of the steps); BERT's dropout,
+    # tasks and masking rate unless a candidate changes them
     # BERT's learned position table (10 minutes each): those trained stayed on the plateau (README appendix)
     "mini-lr1e-3-w100": ("mini", learned(LEARNING_RATE=1e-3), None),  # 100 warmup steps
     "mini-lr2e-3": ("mini", learned(LEARNING_RATE=2e-3), 0.1),
@@ -65,6 +85,16 @@ CANDIDATES = {  # name: (shape, changes to the cpu preset, warmup as a share of 
     "rotary-tiny-lr2e-3": ("tiny", rotary(LEARNING_RATE=2e-3), 0.1),
     "rotary-tiny-lr5e-3": ("tiny", rotary(LEARNING_RATE=5e-3), 0.1),
     "rotary-shallow-lr2e-3": ("shallow", rotary(LEARNING_RATE=2e-3), 0.1),
+    # Changes to BERT's training of the best of those, rotary-tiny-lr2e-3, in the preset's time
+    # (--MINUTES=preset --SEEDS=1337,1): no dropout (Cramming, Geiping & Goldstein 2022), MLM only (RoBERTa),
+    # 30% masked (Wettig et al. 2023; the preset), a larger learning rate, and BERT's own 10% of short pairs
+    # (create_pretraining_data.py)
+    "no-dropout": ("tiny", rotary(LEARNING_RATE=2e-3, DROPOUT=0.0), 0.1),
+    "no-dropout-mlm-only": ("tiny", rotary(LEARNING_RATE=2e-3, DROPOUT=0.0, USE_NSP=False), 0.1),
+    "no-dropout-mlm-only-mask30": ("tiny", rotary(LEARNING_RATE=2e-3, DROPOUT=0.0, USE_NSP=False,
+                                                  MLM_PROB=0.3), 0.1),
+    "no-dropout-mlm-only-lr3e-3": ("tiny", rotary(LEARNING_RATE=3e-3, DROPOUT=0.0, USE_NSP=False), 0.1),
+    "short-seq": ("tiny", rotary(LEARNING_RATE=2e-3, SHORT_SEQ_PROB=0.1), 0.1),
 }
 
 
@@ -88,53 +118,107 @@ def step_seconds(names: list[str], extra: list[str]) -> dict[str, float]:
             probe = OUT_DIR / "probe" / name
             run_training(MODULE, [*settings(name), *extra, f"--MAX_ITERS={PROBE_STEPS}", "--EVAL_ITERS=1",
                                   "--WARMUP_ITERS=1"], probe)
-            records = read_metrics(probe / "metrics.jsonl")[2:]
+            records = read_metrics(probe / "metrics.jsonl")[5:]
             timings[size(name)] = statistics.median(r["step_seconds"] for r in records)
             path.write_text(json.dumps(timings, indent=1))
     return {name: timings[size(name)] for name in names}
 
 
-def run(name: str, seconds: float, minutes: float, extra: list[str]) -> dict:
+def run(name: str, seconds: float, minutes: float, budget: str, extra: list[str],
+        seed: int | None = None) -> dict:
     """Train one candidate for the budget (or read the result it left) and return its summary."""
-    out_dir = OUT_DIR / f"{minutes:g}min" / name
+    out_dir = OUT_DIR / budget / (name if seed is None else f"{name}-seed{seed}")
+    extra = extra if seed is None else [*extra, f"--SEED={seed}"]
     if (out_dir / "summary.json").is_file():
-        return json.loads((out_dir / "summary.json").read_text())
-    steps = max(int(minutes * 60 * STEP_SHARE / seconds), 10)
+        summary = json.loads((out_dir / "summary.json").read_text())
+        return summary | shared_targets(summary, out_dir)
+    steps = max(int(minutes * 60 * STEP_SHARE / seconds + 1e-6), 10)
     warmup = 100 if CANDIDATES[name][2] is None else max(int(steps * CANDIDATES[name][2]), 1)
     print(f"{name}: {seconds:.3f} s/step here, so {steps} steps ({warmup} warmup) in {minutes:g} min")
-    return run_training(MODULE, [*settings(name), *extra, f"--MAX_ITERS={steps}", f"--WARMUP_ITERS={warmup}",
-                                 f"--EVAL_INTERVAL={max(steps // 5, 1)}"], out_dir)
+    schedule = [f"--MAX_ITERS={steps}", f"--WARMUP_ITERS={warmup}", f"--EVAL_INTERVAL={max(steps // 5, 1)}"]
+    summary = run_training(MODULE, [*settings(name), *extra, *schedule], out_dir)
+    return summary | shared_targets(summary, out_dir)
+
+
+SHARED = dict(USE_NSP=False, MLM_PROB=0.15, MASK_TOKEN_SHARE=0.8, RANDOM_TOKEN_SHARE=0.1)
+
+
+def shared_targets(summary: dict, out_dir: Path) -> dict:
+    """The run's final model and the baselines on validation targets every candidate shares: contiguous text
+    (no NotNext pairs) masked BERT's way, 15% and 80/10/10, drawn with the run's seed. A run's own
+    validation pairs follow its settings (a 30% masking rate is a harder task; an NSP run's pairs are half
+    mismatched), so the candidates are compared here. Kept in the summary: worked out once."""
+    if "shared_mask_loss" in summary:
+        return {}
+    model, cfg, data_dir = load_run(in_repo(summary["checkpoint"]))
+    cfg = SimpleNamespace(**{**vars(cfg), **SHARED})
+    batches = validation_batches(load_split(data_dir, "val"), cfg, model.config.vocab_size,
+                                 next(model.parameters()).device)
+    scores = evaluate(model, batches, use_nsp=False)[0]
+    scores |= metrics(Baselines.for_run(load_split(data_dir, "train"), cfg, model.config.vocab_size)
+                      .measure(batches), "val")
+    shared = {f"shared_{key[4:]}": value for key, value in scores.items()
+              if key.startswith(("val_mask_", "val_unigram_mask_", "val_bigram_mask_"))}
+    (out_dir / "summary.json").write_text(json.dumps(summary | shared, indent=1))
+    return shared
 
 
 def main(argv: list[str] | None = None) -> dict:
     argv = sys.argv[1:] if argv is None else argv
-    minutes = next((float(a.split("=", 1)[1]) for a in argv if a.startswith("--MINUTES=")), MINUTES)
+    minutes = next((a.split("=", 1)[1] for a in argv if a.startswith("--MINUTES=")), str(MINUTES))
+    seeds = next(([int(s) for s in a.split("=", 1)[1].split(",")] for a in argv if a.startswith("--SEEDS=")),
+                 None)
     names = [a for a in argv if not a.startswith("--")] or list(CANDIDATES)
-    extra = [a for a in argv if a.startswith("--") and not a.startswith(("--MINUTES=", "--TIME_ONLY"))]
+    ours = ("--MINUTES=", "--SEEDS=", "--TIME_ONLY")
+    extra = [a for a in argv if a.startswith("--") and not a.startswith(ours)]
     unknown = [name for name in names if name not in CANDIDATES]
     if unknown:
         raise SystemExit(f"error: no candidate {unknown[0]!r}; the candidates are {', '.join(CANDIDATES)}")
-    timings = step_seconds(names, extra)
+    timings = step_seconds(sorted({*names, PRESET_CANDIDATE} if minutes == "preset" else set(names)), extra)
     if "--TIME_ONLY" in argv:
         return timings
-    results = {name: run(name, timings[name], minutes, extra) for name in names}
+    if minutes == "preset":  # the time of the preset's own steps here
+        budget, minutes = "preset", PRESETS["cpu"]["MAX_ITERS"] * timings[PRESET_CANDIDATE] / STEP_SHARE / 60
+    else:
+        budget, minutes = f"{float(minutes):g}min", float(minutes)
+    if seeds is None:
+        results = {name: run(name, timings[name], minutes, budget, extra) for name in names}
+    else:
+        results = {f"{name} seed {seed}": run(name, timings[name], minutes, budget, extra, seed)
+                   for name in names for seed in seeds}
     report(results, minutes)
+    if seeds is not None:
+        report_seeds(results, names, seeds)
     return results
 
 
 def report(results: dict[str, dict], minutes: float) -> None:
     """The candidates, best first: how far below the unigram model each got at the [MASK] positions."""
     def below_unigram(summary: dict) -> float:
-        return summary["val_unigram_mask_loss"] - summary["val_mask_loss"]
+        return summary["shared_unigram_mask_loss"] - summary["shared_mask_loss"]
 
-    print(f"\n{minutes:g} minutes each; [MASK] positions of the validation pairs")
-    print(f"{'candidate':<24}{'steps':>7}{'loss':>8}{'below unigram':>15}{'bigram':>8}{'accuracy':>10}"
+    print(f"\n{minutes:g} minutes each; [MASK] positions of contiguous validation text masked 15%, 80/10/10")
+    print(f"{'candidate':<36}{'steps':>7}{'loss':>8}{'below unigram':>15}{'bigram':>8}{'accuracy':>10}"
           f"{'x most frequent':>17}{'NSP':>7}")
     for name, s in sorted(results.items(), key=lambda item: -below_unigram(item[1])):
-        times_most_frequent = s["val_mask_accuracy"] / s["val_unigram_mask_accuracy"]
-        print(f"{name:<24}{s['steps']:>7}{s['val_mask_loss']:>8.3f}{below_unigram(s):>15.3f}"
-              f"{s['val_bigram_mask_loss']:>8.3f}{s['val_mask_accuracy']:>10.1%}{times_most_frequent:>17.1f}"
-              f"{s.get('val_nsp_accuracy', float('nan')):>7.1%}")
+        times_most_frequent = s["shared_mask_accuracy"] / s["shared_unigram_mask_accuracy"]
+        print(f"{name:<36}{s['steps']:>7}{s['shared_mask_loss']:>8.3f}{below_unigram(s):>15.3f}"
+              f"{s['shared_bigram_mask_loss']:>8.3f}{s['shared_mask_accuracy']:>10.1%}"
+              f"{times_most_frequent:>17.1f}{s.get('val_nsp_accuracy', float('nan')):>7.1%}")
+
+
+def report_seeds(results: dict[str, dict], names: list[str], seeds: list[int]) -> None:
+    """Each candidate's mean over the seeds, and the spread between them, of the gap below each baseline."""
+    print(f"\nmean over seeds {', '.join(map(str, seeds))} (min .. max); a positive gap: below the baseline")
+    print(f"{'candidate':<28}{'below unigram':>24}{'below bigram':>24}{'accuracy %':>24}{'NSP':>8}")
+    for name in names:
+        runs = [results[f"{name} seed {seed}"] for seed in seeds]
+        columns = ([r["shared_unigram_mask_loss"] - r["shared_mask_loss"] for r in runs],
+                   [r["shared_bigram_mask_loss"] - r["shared_mask_loss"] for r in runs],
+                   [100 * r["shared_mask_accuracy"] for r in runs])
+        cells = "".join(f"{statistics.mean(c):>8.3f} ({min(c):>6.3f} .. {max(c):>6.3f})" for c in columns)
+        nsp = [r["val_nsp_accuracy"] for r in runs if "val_nsp_accuracy" in r]
+        print(f"{name:<28}{cells}{statistics.mean(nsp) if nsp else float('nan'):>8.1%}")
 
 
 if __name__ == "__main__":

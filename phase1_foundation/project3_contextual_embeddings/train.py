@@ -59,7 +59,8 @@ def describe_model(model: BERT, cfg: SimpleNamespace) -> str:
     """What is trained, and where its positions depart from BERT's."""
     return (f"model: {model.num_parameters():,} parameters ({model.num_parameters(non_embedding=True):,} "
             f"non-embedding); {cfg.BATCH_SIZE * cfg.GRAD_ACCUM_STEPS} sentence pairs of <= {cfg.BLOCK_SIZE} "
-            f"tokens per step; tasks: MLM{' + NSP' if cfg.USE_NSP else ' only'}\n"
+            f"tokens per step; tasks: MLM{' + NSP' if cfg.USE_NSP else ' only'}, {cfg.MLM_PROB:.0%} of "
+            f"tokens chosen; dropout {cfg.DROPOUT:g} (BERT: MLM + NSP, 15%, 0.1)\n"
             f"positions: {POSITIONS_SAID[cfg.POSITIONS]}")
 
 
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
                             fast_attention=cfg.FAST_ATTENTION, positions=cfg.POSITIONS)).to(device)
     optimizer = adamw(model, cfg.LEARNING_RATE, cfg.WEIGHT_DECAY, cfg.BETAS, device)
     scaler = grad_scaler(device)
-    batches = pair_batches(train_split, cfg, tokenizer.vocab_size, device, seed=cfg.SEED)
+    batches = pair_batches(train_split, cfg, tokenizer.vocab_size, device, seed=cfg.SEED, training=True)
     print(describe_model(model, cfg))
 
     # --- resume (weights, optimizer moments, step, RNG, the pair generator, all exactly) or start afresh ---

@@ -565,7 +565,8 @@ TASKS = [
              "time (always if not self.use_nsp) B is the rest of the chunk, label 1; else label 0, and B\n"
              "starts at a random sentence of a random OTHER document and runs to the first boundary >= what\n"
              "A left of block_size - 3 (1+ sentence, same document). Return the token ranges [start, end)\n"
-             "of A and of B, (B, 2) each, and the labels (B,).",
+             "of A and of B, (B, 2) each, and the labels (B,). Leave self.short_seq_prob aside (0 unless\n"
+             "--SHORT_SEQ_PROB is set): the course's version draws its shorter targets after these draws.",
         hints=(
             "Work in sentence indices, a (B,) array per quantity: self.sentences (off) holds each sentence's "
             "first token, so sentences s .. e - 1 are the tokens [off[s], off[e]). self.doc_of[s] is s's "

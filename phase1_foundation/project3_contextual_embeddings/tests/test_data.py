@@ -12,7 +12,7 @@ import torch
 from common.corpora import open_corpus
 from common.sentences import document_sentences
 from common.tokens import read_meta
-from phase1_foundation.project3_contextual_embeddings import download_data
+from phase1_foundation.project3_contextual_embeddings import download_data, pretraining_data
 from phase1_foundation.project3_contextual_embeddings.download_data import (
     CLS_ID,
     MASK_ID,
@@ -275,6 +275,37 @@ def test_truncated_lengths_match_berts_token_by_token_loop():
         keep_a, keep_b = truncated_lengths(grid[:, 0], grid[:, 1], max_tokens)
         expected = [truncate_seq_pair(a, b, max_tokens) for a, b in grid]
         assert list(zip(keep_a, keep_b, strict=True)) == expected
+
+
+def test_short_sequences_are_whole_sentences_of_a_random_target_length():
+    split = synthetic_split(n_documents=200)
+    full, short = pair_batches(split, block_size=64), pair_batches(split, block_size=64, short_seq_prob=1.0)
+    full_lengths, short_lengths = [], []
+    for _ in range(10):
+        full_lengths += [len(a) + len(b) for a, b, _ in unpack(full.next(), split)]
+        for a, b, label in unpack(short.next(), split):
+            short_lengths.append(len(a) + len(b))
+            if len(a) + len(b) < 61:  # not trimmed: a pair of whole sentences
+                assert a[0] in split[1] and b[-1] + 1 in split[1] and (label == 0 or b[0] == a[-1] + 1)
+    assert max(short_lengths) <= 61  # block_size - 3
+    # Targets uniform over 2 .. 61, filled to the next sentence boundary: far shorter than the full ones.
+    assert np.mean(short_lengths) < 0.75 * np.mean(full_lengths)
+    assert np.mean(np.array(short_lengths) < 30) > 0.25
+
+
+def test_short_sequences_off_draw_nothing_and_validation_never_has_them():
+    split = synthetic_split()
+    default, off = pair_batches(split, block_size=32, seed=5), pair_batches(split, block_size=32, seed=5,
+                                                                            short_seq_prob=0.0)
+    for _ in range(3):  # the same batches: with the setting off, the generator is not touched
+        expected, got = default.next(), off.next()
+        assert all(torch.equal(got[key], value) for key, value in expected.items())
+    cfg = SimpleNamespace(BLOCK_SIZE=32, BATCH_SIZE=8, USE_NSP=True, SHORT_SEQ_PROB=0.5, MLM_PROB=0.15,
+                          MASK_TOKEN_SHARE=0.8, RANDOM_TOKEN_SHARE=0.1)
+    assert pretraining_data.pair_batches(split, cfg, 5000, CPU, seed=0).short_seq_prob == 0.0
+    assert pretraining_data.pair_batches(split, cfg, 5000, CPU, seed=0, training=True).short_seq_prob == 0.5
+    with pytest.raises(SystemExit, match="SHORT_SEQ_PROB"):
+        pair_batches(split, block_size=32, short_seq_prob=1.5)
 
 
 def test_without_nsp_every_pair_is_contiguous_text():

@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from phase1_foundation.project3_contextual_embeddings import baselines, embed, train
+from common.config import settings
+from phase1_foundation.project3_contextual_embeddings import baselines, config, embed, sweep, train
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -121,3 +122,34 @@ def test_the_nsp_rule_and_the_attention_logging_leave_training_as_it_was(tiny, t
     summary = train.main([*tiny, f"--OUT_DIR={tmp_path / 'without'}"])
     assert "val_overlap_nsp_accuracy" not in summary
     assert losses(tmp_path / "with") == losses(tmp_path / "without")  # every step, exactly
+
+
+def test_sweep_gives_each_candidate_the_preset_time_and_reports_seeds(tmp_path, monkeypatch, capsys):
+    """--MINUTES=preset: the preset's candidate gets the preset's steps, a faster one more in the same time;
+    --SEEDS: one run per seed, each in its own folder with its own --SEED."""
+    shape, changes, warmup = sweep.CANDIDATES[sweep.PRESET_CANDIDATE]  # the preset, as a candidate
+    assert {**sweep.SHAPES[shape], **changes}.items() <= {**settings(config), **config.PRESETS["cpu"]}.items()
+    assert warmup * config.PRESETS["cpu"]["MAX_ITERS"] == config.PRESETS["cpu"]["WARMUP_ITERS"]
+    monkeypatch.setattr(sweep, "OUT_DIR", tmp_path)
+    base = sweep.size(sweep.PRESET_CANDIDATE)
+    (tmp_path / "step_seconds.json").write_text(json.dumps({base: 0.2, sweep.size("no-dropout"): 0.1}))
+    calls = []
+
+    def fake_training(module, settings, out_dir):
+        calls.append((settings, out_dir))
+        seed = int(next(s for s in settings if s.startswith("--SEED="))[7:])
+        return {"steps": 1, "val_mask_loss": 5.0 - seed / 100, "val_unigram_mask_loss": 7.0,
+                "val_bigram_mask_loss": 4.5, "val_mask_accuracy": 0.2, "val_unigram_mask_accuracy": 0.04}
+
+    monkeypatch.setattr(sweep, "run_training", fake_training)
+    monkeypatch.setattr(sweep, "shared_targets", lambda summary, out_dir: {
+        f"shared_{key[4:]}": value for key, value in summary.items() if key.startswith("val_")})
+    results = sweep.main(["--MINUTES=preset", "--SEEDS=1,3", sweep.PRESET_CANDIDATE, "no-dropout"])
+    steps = {out.name: next(s for s in settings if s.startswith("--MAX_ITERS=")) for settings, out in calls}
+    preset = sweep.PRESET_CANDIDATE
+    assert steps == {f"{preset}-seed1": "--MAX_ITERS=2000", "no-dropout-seed1": "--MAX_ITERS=4000",
+                     f"{preset}-seed3": "--MAX_ITERS=2000", "no-dropout-seed3": "--MAX_ITERS=4000"}
+    assert all(out_dir.parent == tmp_path / "preset" for _, out_dir in calls)
+    assert len(results) == 4
+    out = capsys.readouterr().out
+    assert "mean over seeds 1, 3" in out and "2.020 ( 2.010 ..  2.030)" in out  # 7 - (5 - seed / 100)
