@@ -42,10 +42,10 @@ NSP_FIT_SEED_OFFSET = 2  # their pairs' seed is SEED + 2: training draws with SE
 
 
 def nsp_fitting_pairs(split: tuple, cfg: SimpleNamespace, vocab_size: int) -> list[dict]:
-    """About NSP_FIT_PAIRS masked pairs of the training split, drawn as training draws them (same builder,
-    same settings) but by a generator of their own, seeded SEED + 2: making them draws nothing from the
-    training run's generators (torch's, numpy's, Python's or the training pairs'), so its numbers stay as
-    they were."""
+    """About NSP_FIT_PAIRS masked pairs of the training split, drawn as validation draws them (same builder,
+    same settings, never short) but by a generator of their own, seeded SEED + 2: making them draws nothing
+    from the training run's generators (torch's, numpy's, Python's or the training pairs'), so its numbers
+    stay as they were."""
     batches = pair_batches(split, cfg, vocab_size, torch.device("cpu"), seed=cfg.SEED + NSP_FIT_SEED_OFFSET)
     return [batches.next() for _ in range(-(-NSP_FIT_PAIRS // cfg.BATCH_SIZE))]
 

@@ -196,7 +196,7 @@ class PairBatches:
         is_next = (torch.rand(B, generator=g) < 0.5).numpy() | (not self.use_nsp)  # (B,)
         other = torch.randint(max(self.n_documents - 1, 1), (B,), generator=g).numpy()  # (B,) NotNext's ...
         other_at = torch.rand(B, generator=g).numpy()  # (B,) ... and where in it B starts
-        if self.short_seq_prob:  # drawn only when asked for, so the other runs' batches stay as they were
+        if self.short_seq_prob:  # drawn only when asked for: with 0, the pairs are those of a run without it
             short = (torch.rand(B, generator=g) < self.short_seq_prob).numpy()  # (B,)
             length = torch.randint(2, target + 1, (B,), generator=g).numpy()  # (B,) uniform 2 .. target
             target = np.where(short, length, target)  # (B,)

@@ -16,8 +16,8 @@ is a share of those steps, and the linear decay ends at the last one). The timin
 step_seconds.json: taken once on a quiet machine (`--TIME_ONLY`), they fix each candidate's number of steps,
 so the training runs can then share the machine, or run side by side with one thread each, without
 changing what they compute. --MINUTES=preset gives each candidate the time the cpu preset's run
-(rotary-tiny-lr2e-3, its 1,850 steps) takes here, so that a change to the preset is judged by the ratio of
-step times alone, whatever the machine's speed that day. [MASK] loss is compared as the gap below the
+(no-dropout-mlm-only-mask30, its 2,000 steps) takes here, so that a change to the preset is judged by the ratio of
+step times alone, on whatever machine runs it. [MASK] loss is compared as the gap below the
 unigram cross-entropy on the same validation targets, so that candidates with different vocabularies are
 compared fairly; every candidate's final model is scored on contiguous validation text masked BERT's way
 (shared_targets), whatever it trained on. Finished
@@ -35,7 +35,7 @@ from types import SimpleNamespace
 from common.config import REPO_ROOT, in_repo
 from common.metrics import read_metrics, run_training
 from phase1_foundation.project3_contextual_embeddings.baselines import Baselines
-from phase1_foundation.project3_contextual_embeddings.config import PRESETS
+from phase1_foundation.project3_contextual_embeddings.config import BERT_TRAINING, PRESETS
 from phase1_foundation.project3_contextual_embeddings.download_data import load_split
 from phase1_foundation.project3_contextual_embeddings.exercises import load_run
 from phase1_foundation.project3_contextual_embeddings.objectives import evaluate, metrics, validation_batches
@@ -53,7 +53,6 @@ SHAPES = {  # Turc et al. 2019's small BERTs: BERT-Tiny, BERT-Mini, and two betw
     "shallow": dict(N_LAYER=2, N_HEAD=4, N_EMBD=256),
     "mini": dict(N_LAYER=4, N_HEAD=4, N_EMBD=256),
 }
-BERT_TRAINING = dict(DROPOUT=0.1, USE_NSP=True, MLM_PROB=0.15)  # PAPER: BERT §3.1, §A.2 (the preset: not)
 
 
 def learned(**changes) -> dict:
@@ -129,10 +128,13 @@ def run(name: str, seconds: float, minutes: float, budget: str, extra: list[str]
     """Train one candidate for the budget (or read the result it left) and return its summary."""
     out_dir = OUT_DIR / budget / (name if seed is None else f"{name}-seed{seed}")
     extra = extra if seed is None else [*extra, f"--SEED={seed}"]
+    steps = max(int(minutes * 60 * STEP_SHARE / seconds + 1e-6), 10)
     if (out_dir / "summary.json").is_file():
         summary = json.loads((out_dir / "summary.json").read_text())
+        if summary["steps"] != steps:  # timed again since: this budget is no longer that many steps
+            raise SystemExit(f"error: {out_dir} holds a run of {summary['steps']} steps, where {minutes:g} "
+                             f"minutes now give {steps}; move it away to train again")
         return summary | shared_targets(summary, out_dir)
-    steps = max(int(minutes * 60 * STEP_SHARE / seconds + 1e-6), 10)
     warmup = 100 if CANDIDATES[name][2] is None else max(int(steps * CANDIDATES[name][2]), 1)
     print(f"{name}: {seconds:.3f} s/step here, so {steps} steps ({warmup} warmup) in {minutes:g} min")
     schedule = [f"--MAX_ITERS={steps}", f"--WARMUP_ITERS={warmup}", f"--EVAL_INTERVAL={max(steps // 5, 1)}"]
@@ -178,9 +180,9 @@ def main(argv: list[str] | None = None) -> dict:
     if "--TIME_ONLY" in argv:
         return timings
     if minutes == "preset":  # the time of the preset's own steps here
-        budget, minutes = "preset", PRESETS["cpu"]["MAX_ITERS"] * timings[PRESET_CANDIDATE] / STEP_SHARE / 60
-    else:
-        budget, minutes = f"{float(minutes):g}min", float(minutes)
+        minutes = PRESETS["cpu"]["MAX_ITERS"] * timings[PRESET_CANDIDATE] / STEP_SHARE / 60
+    minutes = float(minutes)
+    budget = f"{minutes:g}min"
     if seeds is None:
         results = {name: run(name, timings[name], minutes, budget, extra) for name in names}
     else:

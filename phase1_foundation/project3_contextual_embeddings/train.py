@@ -1,17 +1,17 @@
-"""Pre-train BERT with its two tasks, masked-LM and next-sentence prediction: the whole recipe, top to bottom.
+"""Pre-train BERT by masked-LM, and next-sentence prediction if asked: the whole recipe, top to bottom.
 
     # preset picked by your device
     uv run python phase1_foundation/project3_contextual_embeddings/train.py
     # any config.py name
     uv run python phase1_foundation/project3_contextual_embeddings/train.py --MLM_PROB=0.5
-    # MLM only (RoBERTa)
-    uv run python phase1_foundation/project3_contextual_embeddings/train.py --USE_NSP=false
+    # both of BERT's tasks (the presets train MLM only, as RoBERTa did)
+    uv run python phase1_foundation/project3_contextual_embeddings/train.py --USE_NSP=true
     # continue exactly
     uv run python phase1_foundation/project3_contextual_embeddings/train.py --RESUME=latest
 
 Config -> data -> model -> optimizer -> loop -> checkpoint, as in chapter 1. What is new is in the step: a
-batch is sentence pairs with 15% of their tokens masked, and the loss is the sum of the two tasks' mean losses
-(§A.2), computed in objectives.py.
+batch is sentence pairs with MLM_PROB of their tokens chosen for prediction, and with NSP on the loss is the
+sum of the two tasks' mean losses (§A.2), computed in objectives.py.
 """
 
 import math
@@ -132,8 +132,9 @@ def main(argv: list[str] | None = None) -> dict:
                 record.update({f"val_{k}": v for k, v in neighbour_attention(model, val_batches[0]).items()})
                 last_path = run.save(step, record["val_loss"])
             log.log(**record)
-            nsp, val_accuracy = record.get("train_nsp_loss", 0), val.get("val_mask_accuracy", float("nan"))
-            bar.set_postfix(mask=f"{record['train_mask_loss']:.3f}", nsp=f"{nsp:.3f}", refresh=False,
+            val_accuracy = val.get("val_mask_accuracy", float("nan"))
+            nsp = {"nsp": f"{record['train_nsp_loss']:.3f}"} if cfg.USE_NSP else {}
+            bar.set_postfix(mask=f"{record['train_mask_loss']:.3f}", **nsp, refresh=False,
                             val_mask_acc=f"{val_accuracy:.1%}", tok_s=f"{record['tokens_per_second']:,.0f}")
             bar.update()
             if interrupt.requested and step < cfg.MAX_ITERS:

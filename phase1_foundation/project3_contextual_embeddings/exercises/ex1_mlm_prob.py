@@ -6,7 +6,7 @@ gradient over 3.3x as many predictions; and each prediction is made with half of
 task that also looks less like the unmasked text a fine-tuned model reads.
 
     uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex1_mlm_prob.py
-    uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex1_mlm_prob.py --MAX_ITERS=2000
+    uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex1_mlm_prob.py --MAX_ITERS=4000
 
 Each run's own validation loss is measured at its own masking rate, where the tasks differ. So both final
 models are also scored on the same validation pairs with the same masks at 15%. Stability is measured as the

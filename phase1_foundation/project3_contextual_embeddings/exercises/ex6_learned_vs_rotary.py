@@ -10,7 +10,8 @@ figure's lower panel lets you watch but does not prove. Train the same model bot
 
     uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex6_learned_vs_rotary.py
     uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex6_learned_vs_rotary.py \
-        --MAX_ITERS=6000 --WARMUP_ITERS=600 --EVAL_INTERVAL=200   # the README's long runs, both
+        --DROPOUT=0.1 --USE_NSP=true --MLM_PROB=0.15 \
+        --MAX_ITERS=6000 --WARMUP_ITERS=600 --EVAL_INTERVAL=200   # the README's long runs, BERT's training
 
 It writes learned_vs_rotary.png into its output folder: the loss at [MASK] against step, both runs and the
 two baselines, and under it what attention does meanwhile: at every evaluation train.py logs the mean weight

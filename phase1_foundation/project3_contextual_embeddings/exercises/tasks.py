@@ -565,8 +565,8 @@ TASKS = [
              "time (always if not self.use_nsp) B is the rest of the chunk, label 1; else label 0, and B\n"
              "starts at a random sentence of a random OTHER document and runs to the first boundary >= what\n"
              "A left of block_size - 3 (1+ sentence, same document). Return the token ranges [start, end)\n"
-             "of A and of B, (B, 2) each, and the labels (B,). Leave self.short_seq_prob aside (0 unless\n"
-             "--SHORT_SEQ_PROB is set): the course's version draws its shorter targets after these draws.",
+             "of A and of B, (B, 2) each, and the labels (B,). BERT's short pairs: if self.short_seq_prob,\n"
+             "a pair's target is, with that probability, a length drawn uniformly from 2 .. block_size - 3.",
         hints=(
             "Work in sentence indices, a (B,) array per quantity: self.sentences (off) holds each sentence's "
             "first token, so sentences s .. e - 1 are the tokens [off[s], off[e]). self.doc_of[s] is s's "
@@ -581,9 +581,13 @@ TASKS = [
             "at a uniform sentence of it and runs like the chunk, to what A left of target, clipped to "
             "[b_start + 1, self.documents[d + 1]]. np.where(is_next[:, None], real_b, random_b); labels "
             "is_next as int64.",
+            "Short pairs only if self.short_seq_prob (with 0, nothing more is drawn): target becomes a (B,) "
+            "array, np.where(torch.rand(B) < p, torch.randint(2, target + 1, (B,)), target), used wherever "
+            "the full target was.",
         ),
         check=check_nsp_pairs,
         tests=(TESTS + "test_data.py::test_pairs_are_half_true_continuations_half_other_documents",
+               TESTS + "test_data.py::test_short_pairs_have_a_random_target_length",
                TESTS + "test_data.py::test_long_pairs_are_truncated_like_bert",
                TESTS + "test_data.py::test_without_nsp_every_pair_is_contiguous_text"),
         mistakes=(

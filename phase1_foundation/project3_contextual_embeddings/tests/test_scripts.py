@@ -20,7 +20,7 @@ def losses(out_dir):
 
 
 def test_train_writes_checkpoints_curves_and_summary(tiny, tmp_path, capsys):
-    summary = train.main([*tiny, f"--OUT_DIR={tmp_path}"])
+    summary = train.main([*tiny, f"--OUT_DIR={tmp_path}", "--USE_NSP=true"])  # both of BERT's tasks
     names = sorted(p.name for p in tmp_path.glob("bert_iter*.pt"))
     assert len(names) == 2 and names[1].startswith("bert_iter20_loss")
     assert (tmp_path / "loss.png").read_bytes()[:8] == PNG
@@ -102,7 +102,7 @@ def test_embed_needs_a_mask(tiny, tmp_path):
 
 
 def test_summary_has_the_nsp_rule_and_evaluations_log_neighbour_attention(tiny, tmp_path, capsys):
-    summary = train.main([*tiny, f"--OUT_DIR={tmp_path}"])
+    summary = train.main([*tiny, f"--OUT_DIR={tmp_path}", "--USE_NSP=true"])
     rule = summary["val_overlap_nsp_accuracy"]
     assert 0 <= rule <= 1
     assert f"shared rare tokens, no model: {rule:.1%};" in capsys.readouterr().out
@@ -116,10 +116,10 @@ def test_summary_has_the_nsp_rule_and_evaluations_log_neighbour_attention(tiny, 
 
 
 def test_the_nsp_rule_and_the_attention_logging_leave_training_as_it_was(tiny, tmp_path, monkeypatch):
-    train.main([*tiny, f"--OUT_DIR={tmp_path / 'with'}"])
+    train.main([*tiny, f"--OUT_DIR={tmp_path / 'with'}", "--USE_NSP=true"])
     monkeypatch.setattr(train, "neighbour_attention", lambda model, batch: {})
     monkeypatch.setattr(baselines, "nsp_fitting_pairs", lambda split, cfg, vocab_size: None)  # no NSP rule
-    summary = train.main([*tiny, f"--OUT_DIR={tmp_path / 'without'}"])
+    summary = train.main([*tiny, f"--OUT_DIR={tmp_path / 'without'}", "--USE_NSP=true"])
     assert "val_overlap_nsp_accuracy" not in summary
     assert losses(tmp_path / "with") == losses(tmp_path / "without")  # every step, exactly
 
@@ -137,6 +137,7 @@ def test_sweep_gives_each_candidate_the_preset_time_and_reports_seeds(tmp_path, 
 
     def fake_training(module, settings, out_dir):
         calls.append((settings, out_dir))
+        out_dir.mkdir(parents=True, exist_ok=True)
         seed = int(next(s for s in settings if s.startswith("--SEED="))[7:])
         return {"steps": 1, "val_mask_loss": 5.0 - seed / 100, "val_unigram_mask_loss": 7.0,
                 "val_bigram_mask_loss": 4.5, "val_mask_accuracy": 0.2, "val_unigram_mask_accuracy": 0.04}
@@ -149,7 +150,27 @@ def test_sweep_gives_each_candidate_the_preset_time_and_reports_seeds(tmp_path, 
     preset = sweep.PRESET_CANDIDATE
     assert steps == {f"{preset}-seed1": "--MAX_ITERS=2000", "no-dropout-seed1": "--MAX_ITERS=4000",
                      f"{preset}-seed3": "--MAX_ITERS=2000", "no-dropout-seed3": "--MAX_ITERS=4000"}
-    assert all(out_dir.parent == tmp_path / "preset" for _, out_dir in calls)
+    budget = tmp_path / f"{2000 * 0.2 / sweep.STEP_SHARE / 60:g}min"  # the preset's 2,000 steps of 0.2 s
+    assert all(out_dir.parent == budget for _, out_dir in calls)
     assert len(results) == 4
     out = capsys.readouterr().out
     assert "mean over seeds 1, 3" in out and "2.020 ( 2.010 ..  2.030)" in out  # 7 - (5 - seed / 100)
+    # A run left by another budget (the machine timed again since) is not reported as this one's.
+    (budget / "no-dropout-seed1" / "summary.json").write_text(json.dumps({"steps": 3999}))
+    with pytest.raises(SystemExit, match="holds a run of 3999 steps"):
+        sweep.main(["--MINUTES=preset", "--SEEDS=1", "no-dropout"])
+
+
+def test_sweep_scores_every_candidate_on_the_same_targets(tiny, tmp_path):
+    """Two runs whose own validation targets differ (MLM only at 30%; MLM + NSP at 15%) are scored on the same
+    contiguous pairs masked 15%: the same bigram baseline for both, kept in each run's summary.json."""
+    own = train.main([*tiny, f"--OUT_DIR={tmp_path / 'a'}", "--MAX_ITERS=10"])
+    bert = train.main([*tiny, f"--OUT_DIR={tmp_path / 'b'}", "--MAX_ITERS=10", "--USE_NSP=true",
+                       "--MLM_PROB=0.15"])
+    assert own["val_bigram_mask_loss"] != bert["val_bigram_mask_loss"]
+    shared = [sweep.shared_targets(summary, tmp_path / name) for summary, name in ((own, "a"), (bert, "b"))]
+    assert shared[0]["shared_bigram_mask_loss"] == shared[1]["shared_bigram_mask_loss"]
+    assert shared[0]["shared_mask_loss"] != shared[1]["shared_mask_loss"]  # two models, one set of targets
+    kept = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert kept["shared_mask_loss"] == shared[0]["shared_mask_loss"]
+    assert sweep.shared_targets(kept, tmp_path / "a") == {}  # worked out once
