@@ -47,9 +47,9 @@ from phase1_foundation.project3_contextual_embeddings.tokenizer import load_toke
 
 POSITIONS_SAID = {  # printed by every run, so that a departure from the paper is never silent
     "learned": "learned, a table of block_size vectors, as in BERT (2018)",
-    "rotary": "rotary (RoFormer, 2021), not BERT's learned table, with which a model this small stays at the "
-              "unigram model's loss for thousands of steps (the README; exercise 6); --POSITIONS=learned for "
-              "the table",
+    "rotary": "rotary (RoFormer, 2021), not BERT's learned table, with which a model this small barely "
+              "leaves the unigram model's loss in the cpu preset's budget (the README; exercise 6); "
+              "--POSITIONS=learned for the table",
 }
 SHAPE_KEYS = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "positions")  # a resume must match
 SCRIPT = "phase1_foundation/project3_contextual_embeddings/train.py"
@@ -132,19 +132,18 @@ def main(argv: list[str] | None = None) -> dict:
                 record.update({f"val_{k}": v for k, v in neighbour_attention(model, val_batches[0]).items()})
                 last_path = run.save(step, record["val_loss"])
             log.log(**record)
-            val_accuracy = val.get("val_mask_accuracy", float("nan"))
             nsp = {"nsp": f"{record['train_nsp_loss']:.3f}"} if cfg.USE_NSP else {}
             bar.set_postfix(mask=f"{record['train_mask_loss']:.3f}", **nsp, refresh=False,
-                            val_mask_acc=f"{val_accuracy:.1%}", tok_s=f"{record['tokens_per_second']:,.0f}")
+                            val_mask_acc=f"{val.get('val_mask_accuracy', float('nan')):.1%}",
+                            tok_s=f"{record['tokens_per_second']:,.0f}")
             bar.update()
             if interrupt.requested and step < cfg.MAX_ITERS:
                 bar.close()
                 saved = last_path if "val_loss" in record else run.save(step, train_loss)  # this step's
                 interrupt.exit_saved(saved, SCRIPT)
     bar.close()
-    wall = time.perf_counter() - start
-    return summarize(cfg, run.out_dir, data_dir, val | baselines, val_counts, step, wall, tokens_seen,
-                     last_path)
+    return summarize(cfg, run.out_dir, data_dir, val | baselines, val_counts, step,
+                     time.perf_counter() - start, tokens_seen, last_path)
 
 
 def summarize(cfg: SimpleNamespace, out_dir: Path, data_dir: Path, val: dict, val_counts: Counter, steps: int,

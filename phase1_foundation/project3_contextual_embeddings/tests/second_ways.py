@@ -68,10 +68,14 @@ def pair_layout(tokens, a, b, block_size):
 '''},
     "3.nsp_pairs": {"PairBatches._draw_pairs": '''
 def _draw_pairs(self):
-    off, target = self.sentences, self.block_size - 3
+    off, full = self.sentences, self.block_size - 3
     u = torch.rand(self.batch_size, 5, generator=self.generator).double().numpy()  # all the draws at once
+    targets = [full] * self.batch_size
+    if self.short_seq_prob:
+        short = torch.rand(self.batch_size, 2, generator=self.generator).double().numpy()
+        targets = [2 + int(size * (full - 1)) if coin < self.short_seq_prob else full for coin, size in short]
     a, b, labels = [], [], []
-    for pick, cut, coin, which, where in u:
+    for (pick, cut, coin, which, where), target in zip(u, targets):
         start = int(self.starts[int(pick * len(self.starts))])
         doc = int(self.doc_of[start])
         end = int(self.doc_end[start])
