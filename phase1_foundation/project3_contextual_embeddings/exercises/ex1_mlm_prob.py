@@ -85,16 +85,15 @@ def main(argv: list[str] | None = None) -> dict:
 
 # The answer, kept at the end of the file: read it after your run.
 WHAT_WE_MEASURED = """
-The course has not yet measured this exercise at the chapter's defaults (rotary positions); this is what we
-expect, and why. We expect nothing unstable: neither run spikes or diverges, and the 50% run's curve is the
-smoother one, because each step's loss is a mean over 0.5 / 0.15 times as many targets and the noise of a mean
-of n independent terms shrinks as 1/sqrt(n): its step-to-step noise would be about sqrt(0.15 / 0.5) = 0.55 of
-the 15% run's if the targets were independent and equally variable; they are neither, since targets in one
-sequence are related and half-hidden text changes how hard each one is. On the shared 15% masks we do not
-predict which ends lower: the 50% run learns from 3.3 times as many targets, each with less context to read,
-and context counts for more as a model learns to use it. The best rate depends on the model: Wettig et al.
-(2023, "Should You Mask 15% in Masked Language Modeling?") found 40% better than 15% for BERT-large, larger
-models favouring higher rates.
+Measured with this command on the preset (2,000 steps each, one thread each beside another run). Neither
+run spiked or diverged. The 50% run's training curve is the smoother one: step-to-step noise 0.116 against
+0.176, a ratio of 0.66, above the sqrt(0.15 / 0.5) = 0.55 that independent, equally variable targets would
+give (they are neither: targets in one sequence are related, and half-hidden text changes how hard each one
+is). Scored on the same validation masks at 15%, the 50% run ends lower: 4.398 at [MASK] and 24.3% right,
+against the 15% run's 4.632 and 21.5%. Its own rate is a harder task (5.290 at 50%), but 3.3 times the
+targets per step taught this small model more in the same steps; the preset's 30% sits between the two. The
+best rate depends on the model and the budget: Wettig et al. (2023, "Should You Mask 15% in Masked Language
+Modeling?") found 40% better than 15% for BERT-large.
 """
 
 

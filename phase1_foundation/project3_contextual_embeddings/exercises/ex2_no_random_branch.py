@@ -59,18 +59,17 @@ def main(argv: list[str] | None = None) -> dict:
 
 # The answer, kept at the end of the file: read it after your run.
 WHAT_WE_MEASURED = """
-The course has not yet measured this exercise at the chapter's defaults (rotary positions); this is
-what we expect, and why. We expect the overall MLM loss to hardly separate the two runs, and the difference
-to be in where the model is right. At [MASK] positions we expect the two to be level. Without the random
-branch a visible target was always the right answer, so we expect the model to learn to copy its input: its
-accuracy at unchanged positions heading for 100%, and, where a random token was put in, the model repeating
-that wrong token with confidence (a higher loss there). The test suite checks each of these directions at a
-tiny size (tests/test_exercises.py): lower loss and higher accuracy at unchanged positions without the
-branch, higher loss at random ones, and a gap at [MASK] under a third of either. With the branch a visible
-token might be wrong, so every position's representation has to weigh the token against its context. That
-is the point of the branch (BERT §3.1, Appendix A.1): the model does not know which tokens it will be asked
-about or which were replaced, so it must keep a representation of every token that reflects its context,
-and that is what a fine-tuned BERT, which never sees [MASK], reads.
+Measured with this command on the preset (2,000 steps each, one thread each beside another run). Over all
+chosen positions, each run with its own masking, the run without the random branch has the lower loss (4.344
+against 4.462): a visible target is always right for it, so those positions are easy. On the same validation
+pairs masked 80/10/10 the difference is in where the model is right. At [MASK] the two are close, the paper's
+mixture ahead: 4.836 and 19.6% against 4.957 and 18.9%. At unchanged positions the run without the branch
+copies its input: 100% right, loss 0.016, against 94.6% and 0.487. Where a random token was put in, it repeats
+that wrong token with confidence: 0.0% right, loss 14.3, against 14.2% and 5.5 for the paper's mixture. With
+the branch a visible token might be wrong, so every position's representation has to weigh the token against
+its context. That is the point of the branch (BERT §3.1, Appendix A.1): the model does not know which tokens
+it will be asked about or which were replaced, so it must keep a representation of every token that reflects
+its context, and that is what a fine-tuned BERT, which never sees [MASK], reads.
 """
 
 
