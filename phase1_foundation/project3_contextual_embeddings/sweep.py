@@ -16,14 +16,14 @@ is a share of those steps, and the linear decay ends at the last one). The timin
 step_seconds.json: taken once on a quiet machine (`--TIME_ONLY`), they fix each candidate's number of steps,
 so the training runs can then share the machine, or run side by side with one thread each, without
 changing what they compute. --MINUTES=preset gives each candidate the time the cpu preset's run
-(no-dropout-mlm-only-mask30, its 2,000 steps) takes here, so that a change to the preset is judged by the ratio of
-step times alone, on whatever machine runs it. [MASK] loss is compared as the gap below the
-unigram cross-entropy on the same validation targets, so that candidates with different vocabularies are
-compared fairly; every candidate's final model is scored on contiguous validation text masked BERT's way
-(shared_targets), whatever it trained on. Finished
-candidates are skipped: an interrupted sweep continues where it stopped. With --SEEDS each candidate trains
-once per seed (weights, pairs, masks and the validation pairs all follow the seed), and the report gives
-each seed's result and their mean: where the plateau ends abruptly, one run per setting can mislead.
+(no-dropout-mlm-only-mask30, its 2,000 steps) takes here, so that a change to the preset is judged by the
+ratio of step times alone, on whatever machine runs it. [MASK] loss is compared as the gap below the unigram
+cross-entropy on the same validation targets, so that candidates with different vocabularies are compared
+fairly; every candidate's final model is scored on contiguous validation text masked BERT's way
+(shared_targets), whatever it trained on. Finished candidates are skipped: an interrupted sweep continues
+where it stopped. With --SEEDS each candidate trains once per seed (weights, pairs, masks and the validation
+pairs all follow the seed), and the report gives each seed's result and their mean: where the plateau ends
+abruptly, one run per setting can mislead.
 """  # noqa: E501 (a usage command longer than a line, kept whole so it can be copied)
 
 import json
