@@ -1,34 +1,74 @@
 """How sure: the bootstrap interval beside every exponent laws.py prints.
 
-A sweep of a few budgets and a handful of sizes fits its exponents from a few dozen noisy losses. Refitting
-resampled sweeps shows how far the same fit moves when the runs move as much as their noise; the papers'
-a ≈ 0.5 and 0.73 are only told apart by a sweep whose interval excludes one of them.
+A sweep of a few budgets and a handful of sizes fits its exponents from a few dozen noisy losses. Had the
+runs been trained again with other seeds, every loss would have moved by about as much as seeds move it, and
+the fit with it. The bootstrap plays that out: it keeps every run where it is (the design), moves each loss
+by a deviation drawn from the measured noise, and fits again. Resampling the runs themselves instead would
+delete design points, and with them the very runs an IsoFLOP minimum rests on.
+
+A resample whose fit gives no exponent (a parabola without a minimum inside the sizes, a surface whose
+exponent is not identified) is counted, never dropped silently: the interval is that of the resamples that
+gave one, and when fewer than MIN_SHARE of them did, the exponent is "not determined".
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from phase1_foundation.project4_scaling.results import Sweep
 
+MIN_SHARE = 0.9  # an interval needs an exponent from at least this share of the resamples
 
-def bootstrap(sweep: Sweep, estimate: Callable[[Sweep], dict[str, float]], resamples: int = 100,
-              seed: int = 0, percentiles: tuple[float, float] = (10, 90)) -> dict[str, tuple[float, float]]:
-    """Percentile intervals of `estimate`'s numbers over resampled sweeps.
 
-    Each resample draws every budget's runs from that budget with replacement, as many as it had, so every
-    IsoFLOP curve stays in. A resample whose estimate is not finite (e.g. Approach 2 with fewer than two
-    trusted budgets) is dropped; {} if none is left.
-    """
+@dataclass(frozen=True)
+class Interval:
+    """The 10th to 90th percentile of an estimate over the resamples that gave one, and how many did."""
+
+    low: float
+    high: float
+    succeeded: int
+    resamples: int
+
+    @property
+    def determined(self) -> bool:
+        return self.succeeded >= MIN_SHARE * self.resamples
+
+    def __str__(self) -> str:
+        count = f"{self.succeeded}/{self.resamples}"
+        if not self.determined:
+            return f"not determined ({count})"
+        return f"[{self.low:.2f}, {self.high:.2f}] ({count})"
+
+
+def bootstrap(sweep: Sweep, estimate: Callable[[Sweep], dict[str, float]], deviations: np.ndarray,
+              resamples: int = 100, seed: int = 0, percentiles: tuple[float, float] = (10, 90)
+              ) -> dict[str, Interval]:
+    """Intervals of `estimate`'s numbers over sweeps whose every log-loss moved by a deviation drawn, with
+    replacement, from `deviations` (the measured noise in ln L: seeds' spread, or a fit's residuals)."""
     rng = np.random.default_rng(seed)
-    groups = [np.flatnonzero(sweep.budget == budget) for budget in sweep.budgets()]  # run indices per budget
-    draws = []
+    deviations = np.asarray(deviations, dtype=float)
+    draws: dict[str, list[float]] = {}
     for _ in range(resamples):
-        index = np.concatenate([rng.choice(group, size=len(group)) for group in groups])  # (runs,)
-        numbers = estimate(sweep.take(index))
-        if all(np.isfinite(value) for value in numbers.values()):
-            draws.append(numbers)
-    if not draws:
-        return {}
-    return {key: tuple(float(p) for p in np.percentile([draw[key] for draw in draws], percentiles))
-            for key in draws[0]}
+        noise = rng.choice(deviations, size=sweep.loss.size)  # (runs,)
+        numbers = estimate(sweep.with_loss(sweep.loss * np.exp(noise)))
+        for key, value in numbers.items():
+            draws.setdefault(key, [])
+            if np.isfinite(value):
+                draws[key].append(value)
+    return {key: Interval(*(np.percentile(values, percentiles) if values else (np.nan, np.nan)),
+                          succeeded=len(values), resamples=resamples)
+            for key, values in draws.items()}
+
+
+def seed_deviations(groups: list[np.ndarray]) -> np.ndarray:
+    """The measured noise: each run's ln L minus the mean of its group (one shape at one budget, trained
+    with several seeds), scaled by √(k/(k-1)) so that deviations from a mean of k runs are as large as a
+    single run's deviation from the truth would be."""
+    deviations = []
+    for losses in groups:
+        log_loss = np.log(np.asarray(losses, dtype=float))
+        if log_loss.size > 1:
+            k = log_loss.size
+            deviations.append((log_loss - log_loss.mean()) * np.sqrt(k / (k - 1)))
+    return np.concatenate(deviations) if deviations else np.array([])

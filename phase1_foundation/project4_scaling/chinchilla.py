@@ -10,8 +10,7 @@ C = 6ND) or as Chinchilla does (every parameter, App. F's FLOPs). The paper foun
 against Kaplan's 0.73; bootstrap.py says how sure a sweep this small can be of its own a.
 """
 
-import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.optimize import minimize
@@ -28,10 +27,10 @@ PAPER_EXPONENTS = {  # (a, b) of N_opt ∝ C^a and D_opt ∝ C^b, to print and d
 }
 
 HUBER_DELTA = 1e-3  # PAPER: Chinchilla App. D.2
-# PAPER: Chinchilla App. D.2, the grid of L-BFGS starts (5 x 5 x 5 x 6 x 6 = 4,500 of them)
-GRID_ALPHA = GRID_BETA = (0.0, 0.5, 1.0, 1.5, 2.0)
-GRID_E = (-1.0, -0.5, 0.0, 0.5, 1.0)
-GRID_A = GRID_B = (0.0, 5.0, 10.0, 15.0, 20.0, 25.0)
+# Approach 3's search: every (α, β) on this grid, each with the (E, A, B) that fits best there (a linear
+# solve); L-BFGS then starts from the best few. The paper's grid of starts (App. D.2) spans 0 to 2 for both.
+EXPONENT_GRID = np.round(np.arange(0.02, 2.501, 0.02), 2)  # α and β: 125 values each, 15,625 pairs
+REFINED_STARTS = 3  # L-BFGS starts: the grid's best (α, β) pairs, each with its (E, A, B)
 
 
 # ---- Approaches 1 and 2: one compute-optimal point per budget ----------------------------------------------
@@ -132,8 +131,8 @@ def approach2(sweep: Sweep) -> Allocation:
             d_opt, problem = isoflop_minimum(sweep.d[at], sweep.loss[at], "D")
         if problem:
             flagged[float(budget)] = problem
-        else:
-            used.append((budget, n_opt, d_opt))
+        else:  # C as the sweep counts it: the budget itself, or, for runs counted another way, their mean
+            used.append((np.exp(np.log(sweep.flops[at]).mean()), n_opt, d_opt))
     compute, n_opt, d_opt = np.array(used, dtype=float).reshape(-1, 3).T
     return fit_allocation(compute, n_opt, d_opt, flagged)
 
@@ -158,6 +157,7 @@ class LossSurface:
     B: float
     alpha: float
     beta: float
+    problem: str | None = None  # why the exponents cannot be read off this fit, when they cannot
 
     def loss(self, n, d):
         return self.E + self.A / np.asarray(n) ** self.alpha + self.B / np.asarray(d) ** self.beta
@@ -196,44 +196,66 @@ def _huber_and_gradient(params, log_n, log_d, log_loss) -> tuple[float, np.ndarr
     return float(_huber(residual).sum()), np.array(gradient)
 
 
-def grid_starts(log_n, log_d, log_loss) -> np.ndarray:
-    """One L-BFGS start per (α, β) of the paper's grid: the grid's (a, b, e) that fits best at that pair.
+def grid_starts(n, d, loss, count: int = REFINED_STARTS) -> np.ndarray:
+    """The `count` best points of a search over (α, β), as L-BFGS starts in (ln A, ln B, ln E, α, β).
 
-    The whole grid is scored in one array operation, (4,500 starts) x (runs), in (a, b, e, α, β) order.
+    For fixed α and β the surface E + A·N^-α + B·D^-β is linear in (E, A, B), so every pair of the grid gets
+    the (E, A, B) that fits best by least squares in L, one small linear solve each (variable projection);
+    each pair is then scored by the Huber loss of log L that the fit minimises. A pair whose best E, A or B
+    is negative has no surface of this form, and is skipped.
     """
-    grid = np.array(list(itertools.product(GRID_A, GRID_B, GRID_E, GRID_ALPHA, GRID_BETA)))  # (4500, 5)
-    a, b, e, alpha, beta = (column[:, None] for column in grid.T)  # each (4500, 1)
-    predicted = np.logaddexp(np.logaddexp(a - alpha * log_n, b - beta * log_d), e)  # (4500, runs)
-    score = _huber(predicted - log_loss).sum(axis=1)  # (4500,)
-    starts = []
-    for pair in itertools.product(GRID_ALPHA, GRID_BETA):
-        at = np.flatnonzero((grid[:, 3:] == pair).all(axis=1))
-        starts.append(grid[at[np.argmin(score[at])]])
-    return np.array(starts)  # (25, 5)
+    loss = np.asarray(loss, dtype=float)
+    x = np.asarray(n, dtype=float)[None, :] ** -EXPONENT_GRID[:, None]  # (exponents, runs) N^-α
+    y = np.asarray(d, dtype=float)[None, :] ** -EXPONENT_GRID[:, None]  # (exponents, runs) D^-β
+    x, y = x / x.max(axis=1, keepdims=True), y / y.max(axis=1, keepdims=True)  # scaled: well conditioned
+    runs, k = loss.size, EXPONENT_GRID.size
+    # the normal equations of [1, x, y] for every pair (α, β) at once: (k, k, 3, 3) and (k, k, 3)
+    gram = np.empty((k, k, 3, 3))
+    gram[..., 0, 0] = runs
+    gram[..., 0, 1] = gram[..., 1, 0] = x.sum(axis=1)[:, None]
+    gram[..., 0, 2] = gram[..., 2, 0] = y.sum(axis=1)[None, :]
+    gram[..., 1, 1] = (x * x).sum(axis=1)[:, None]
+    gram[..., 2, 2] = (y * y).sum(axis=1)[None, :]
+    gram[..., 1, 2] = gram[..., 2, 1] = x @ y.T
+    moments = np.stack(np.broadcast_arrays(loss.sum(), (x @ loss)[:, None], (y @ loss)[None, :]), axis=-1)
+    with np.errstate(all="ignore"):
+        e, a, b = np.moveaxis(np.linalg.solve(gram + 1e-12 * np.eye(3), moments[..., None])[..., 0], -1, 0)
+        # score the whole grid by the objective itself, Huber of log L (k, k, runs)
+        predicted = e[..., None] + a[..., None] * x[:, None, :] + b[..., None] * y[None, :, :]
+        score = _huber(np.log(predicted) - np.log(loss)).sum(axis=-1)  # (k, k)
+    score[~((e > 0) & (a > 0) & (b > 0)) | ~np.isfinite(score)] = np.inf
+    best = np.argsort(score, axis=None)[:count]
+    i, j = np.unravel_index(best[np.isfinite(score.ravel()[best])], score.shape)
+    alpha, beta = EXPONENT_GRID[i], EXPONENT_GRID[j]
+    # each column was divided by its largest entry, N_min^-α (D_min^-β): A = (its coefficient) · N_min^α
+    log_a = np.log(a[i, j]) + alpha * np.log(np.min(n))
+    log_b = np.log(b[i, j]) + beta * np.log(np.min(d))
+    return np.column_stack([log_a, log_b, np.log(e[i, j]), alpha, beta])  # (count, 5)
 
 
 def fit_parametric(n, d, loss, start: LossSurface | None = None) -> LossSurface:
     """Chinchilla Approach 3: E + A/N^α + B/D^β fitted to every run as App. D.2 does it, minimising the
-    Huber loss (δ = 1e-3) of log L with L-BFGS from the paper's grid of starts, and keeping the best.
+    Huber loss (δ = 1e-3) of log L with L-BFGS, from the best few points of a search over (α, β)
+    (grid_starts), keeping the best fit; with `start`, from that surface only (the learn task's check).
 
-    The paper starts L-BFGS from every one of the grid's 4,500 points; that takes minutes here. We score
-    the whole grid at once and start once from each of its 25 (α, β) pairs, with the (a, b, e) of the grid
-    that fits best there (grid_starts): a second or two. On a synthetic sweep, all 4,500 starts found the
-    same optimum as these 25, to twelve digits of the Huber loss. With `start`, from that surface only:
-    the bootstrap refits each resample from the full data's fit, to stay fast.
+    The paper starts L-BFGS from each of a grid of 4,500 points. A fit started from one point, however good,
+    can stay in that point's valley; the search scores every (α, β) of EXPONENT_GRID with its best (E, A, B),
+    so each fit, the bootstrap's refits included, starts where the whole grid says.
 
     The Huber loss is tiny (δ · |residual| per run, about 1e-5), so the stopping tolerances are set far below
     their defaults: Besiroglu et al. 2024 (arXiv 2404.10102) traced the paper's own fit to an optimizer that
     stopped before converging for this reason.
+
+    The result's `problem` says when the fit cannot be read as exponents (see identification_problem).
     """
     log_n, log_d, log_loss = np.log(n), np.log(d), np.log(loss)
     if start is None:
-        starts = grid_starts(log_n, log_d, log_loss)
+        starts = grid_starts(n, d, loss)
+        if len(starts) == 0:
+            return LossSurface(np.nan, np.nan, np.nan, np.nan, np.nan, problem="no (α, β) on the grid gives "
+                               "a surface with positive E, A and B")
     else:
-        # exp() of a very negative log can round a fitted constant to 0; start just above it instead
-        tiny = np.finfo(float).tiny
-        starts = [(np.log(max(start.A, tiny)), np.log(max(start.B, tiny)), np.log(max(start.E, tiny)),
-                   start.alpha, start.beta)]
+        starts = [(np.log(start.A), np.log(start.B), np.log(start.E), start.alpha, start.beta)]
     best = None
     for x0 in starts:
         fit = minimize(_huber_and_gradient, np.array(x0), args=(log_n, log_d, log_loss), jac=True,
@@ -241,6 +263,26 @@ def fit_parametric(n, d, loss, start: LossSurface | None = None) -> LossSurface:
         if best is None or fit.fun < best.fun:
             best = fit
     a, b, e, alpha, beta = best.x
-    with np.errstate(over="ignore"):  # a degenerate fit (a huge α with log A to match) gives A = inf: shown
-        return LossSurface(E=float(np.exp(e)), A=float(np.exp(a)), B=float(np.exp(b)), alpha=float(alpha),
-                           beta=float(beta))
+    with np.errstate(over="ignore"):  # a degenerate fit (a huge α with ln A to match) gives A = inf
+        surface = LossSurface(E=float(np.exp(e)), A=float(np.exp(a)), B=float(np.exp(b)), alpha=float(alpha),
+                              beta=float(beta))
+    return replace(surface, problem=identification_problem(surface, n, d))
+
+
+def identification_problem(surface: LossSurface, n, d) -> str | None:
+    """Why the fitted exponents say nothing, or None.
+
+    An exponent outside the grid searched (a fit that ran off to α = 35, say, where A/N^α is a step between
+    two sizes) describes the runs no better than any larger value would; and a term that changes the loss
+    by less than the Huber δ across the runs leaves its exponent free (the data cannot see it).
+    """
+    low, high = EXPONENT_GRID[0], EXPONENT_GRID[-1]
+    for name, value in (("alpha", surface.alpha), ("beta", surface.beta)):
+        if not np.isfinite(value) or not low <= value <= high:
+            return f"{name} = {value:.3g}, outside the grid searched ({low:g} to {high:g}): not identified"
+    mean_loss = float(np.mean(surface.loss(n, d)))
+    for name, quantity, term in (("alpha", "N", surface.A / np.asarray(n, dtype=float) ** surface.alpha),
+                                 ("beta", "D", surface.B / np.asarray(d, dtype=float) ** surface.beta)):
+        if np.ptp(term) < HUBER_DELTA * mean_loss:
+            return f"the {quantity} term moves the loss by under 0.1% across the runs: {name} not identified"
+    return None

@@ -35,6 +35,11 @@ BATCH_SIZE = 8  # sequences per optimizer step: 512 tokens
 # A run of fewer steps than this is left out: a model that has read a few dozen batches says nothing about
 # where the budget's best size lies, and it bends the budget's parabola (README)
 MIN_STEPS = 200
+# How far apart do runs end that differ only in their seed (first weights, data order)? At this budget of
+# Kaplan's counting every shape is trained NOISE_SEEDS times, with seeds SEED, SEED + 1, ...; the fits use
+# the SEED runs, and the bootstrap moves each loss by as much as the seeds moved them (bootstrap.py)
+NOISE_BUDGET = 2e10
+NOISE_SEEDS = 3  # 1: no noise measurement (the bootstrap then resamples a fit's residuals)
 ONLY = ""  # train only these runs (comma-separated names, as in results.jsonl), again if already done
 
 # --- optimisation -----------------------------------------------------------------------------------------
@@ -52,11 +57,12 @@ GRAD_CLIP = 1.0  # GPT-3 App. B
 # --- run --------------------------------------------------------------------------------------------------
 VAL_TOKENS = 65_536  # validation tokens scored after each run (the same for every run)
 OUT_DIR = str(REPO_ROOT / "checkpoints" / "project4")  # results.jsonl, plots
-SEED = 1337  # the same data order for every run; the weights' seed is SEED too
+SEED = 1337  # the data order and the first weights of every run (the noise measurement adds others)
 DEVICE = "auto"  # auto = cuda > mps > cpu, or name one
 PRESET = "auto"  # auto = gpu preset on a GPU, cpu preset on a CPU
 
 # --- fitting and planning (laws.py) -------------------------------------------------------------------------
+DATA = "sweep"  # sweep: your runs in OUT_DIR; chinchilla: 240 of Hoffmann et al.'s runs (chinchilla_runs.csv)
 RESAMPLES = 100  # bootstrap resamples for each exponent's interval
 PLAN_MINUTES = 0.0  # > 0: also plan a compute-optimal run of this many minutes on this device
 # paper-rounded (Chinchilla as printed), paper-unrounded, epoch-2024, or ours: the sweep's own Approach 3

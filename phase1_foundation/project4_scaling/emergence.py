@@ -83,11 +83,11 @@ from phase1_foundation.project4_scaling.addition import (
     ProblemStream,
     training_batch,
 )
-from phase1_foundation.project4_scaling.download_data import parse_shape
 from phase1_foundation.project4_scaling.evaluate import EmergenceEvaluator
+from phase1_foundation.project4_scaling.figure import new_figure, save_figure
 from phase1_foundation.project4_scaling.model import GPT, GPTConfig
-from phase1_foundation.project4_scaling.plots import new_figure, save_figure
 from phase1_foundation.project4_scaling.results import read_results, settings_of, write_results
+from phase1_foundation.project4_scaling.sweep import parse_shape
 
 SCRIPT = "phase1_foundation/project4_scaling/emergence.py"
 RESULTS = "emergence.jsonl"
@@ -291,70 +291,93 @@ def _series(rows: list[dict], variant: str) -> list[dict]:
     return [s for s in summarize(rows) if s["variant"] == variant]
 
 
-def _spread(ax, x: list[float], series: list[dict], key: str, style: str, color: str, label: str) -> None:
-    """The mean over seeds as a line, the min-max range as a band, each seed as a dot."""
-    ax.plot(x, [s[key]["mean"] for s in series], style, color=color, label=label)
-    ax.fill_between(x, [s[key]["min"] for s in series], [s[key]["max"] for s in series], color=color,
-                    alpha=0.2, linewidth=0)
-    for xi, s in zip(x, series, strict=True):
-        ax.plot([xi] * len(s[key]["values"]), s[key]["values"], ".", color=color, alpha=0.5, markersize=4)
+def _flops_axis(ax, series: list[dict]) -> None:
+    """Training FLOPs along the top, Wei et al.'s axis: every model reads the same D tokens, so 6·N·D is N
+    times one constant and a second plot against FLOPs would only repeat this one."""
+    per_param = series[0]["flops"] / series[0]["params"]  # 6·D
+    top = ax.secondary_xaxis("top", functions=(lambda n: n * per_param, lambda f: f / per_param))
+    top.set_xlabel("training FLOPs, 6·N·D")
+
+
+def _seeds_and_mean(ax, series: list[dict], key: str, color: str, label: str, seed_label: str,
+                    marker: str = "o") -> None:
+    """The mean over the seeds thick, each seed a thin line: a single run jumps at a size of its own, which a
+    min-max band would hide, and the mean is an average of such jumps, gentler than any of them."""
+    x = [s["params"] for s in series]
+    ax.plot(x, [s[key]["mean"] for s in series], marker=marker, color=color, linewidth=2, label=label)
+    for i, seed in enumerate(sorted({seed for s in series for seed in s["seeds"]})):
+        points = [(s["params"], s[key]["values"][s["seeds"].index(seed)])
+                  for s in series if seed in s["seeds"]]  # a size this seed has not reached yet is left out
+        ax.plot(*zip(*points, strict=True), ".-", color=color, linewidth=0.8, markersize=4, alpha=0.45,
+                label=seed_label if i == 0 else None)
 
 
 def plot_metrics(rows: list[dict], path: Path, digits: int) -> Path | None:
-    """The plain variant's four metrics against N (top) and FLOPs (bottom), from the same models: Wei et al.'s
-    view in the first column, Schaeffer et al.'s in the other three. The exact-match panels also draw the two
-    estimates of it: the product of the positions' accuracies and the per-digit accuracy to the L-th."""
+    """The plain models under Wei et al.'s metric and Schaeffer et al.'s three continuous ones, side by side,
+    so that one can see where they disagree (below the jump, only the continuous ones move) and where they
+    agree (at the jump, all of them leap). Exact match carries its two estimates: p^L with one p overstates
+    it below the jump; the product of the positions' own accuracies follows it."""
     plain = _series(rows, "plain")
     if not plain:
         return None
-    length = digits + 1
-    fig = new_figure(17, 7.5)
-    axes = fig.subplots(2, 4)
-    for axes_row, (x_key, x_label) in zip(axes, (("params", "non-embedding parameters N"),
-                                                 ("flops", "training FLOPs, 6·N·D")), strict=True):
-        x = [s[x_key] for s in plain]
-        for ax, (key, label) in zip(axes_row, METRICS.items(), strict=True):
-            _spread(ax, x, plain, key, "o-", "C0", "measured")
-            if key == "exact_match":
-                ax.plot(x, [s["position_product"]["mean"] for s in plain], "k--",
-                        label="product of positions")
-                ax.plot(x, [s["per_digit_power"]["mean"] for s in plain], "k:", label=f"per-digit^{length}")
-                ax.legend(fontsize="small")
-            ax.set(xscale="log", xlabel=x_label, ylabel=label)
-            ax.grid(alpha=0.3)
-    seeds = len(plain[0]["seeds"])
-    fig.suptitle(f"{digits}-digit addition, {len(plain)} sizes × {seeds} seeds (mean, min-max band, each "
-                 "seed a dot) under four metrics: exact match (Wei et al. 2022) and three continuous ones "
-                 "(Schaeffer et al. 2023)")
+    x = [s["params"] for s in plain]
+    fig = new_figure(11, 8.5)
+    for ax, (key, label) in zip(fig.subplots(2, 2).flat, METRICS.items(), strict=True):
+        _seeds_and_mean(ax, plain, key, "C0", "mean over the seeds", "each seed")
+        if key == "exact_match":
+            ax.plot(x, [s["position_product"]["mean"] for s in plain], "k--",
+                    label="product of the positions' accuracies")
+            ax.plot(x, [s["per_digit_power"]["mean"] for s in plain], "k:",
+                    label=f"per-digit accuracy$^{{{digits + 1}}}$")
+            ax.legend(fontsize="small", loc="upper left")
+        ax.set(xscale="log", xlabel="non-embedding parameters N", ylabel=label)
+        _flops_axis(ax, plain)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"{digits}-digit addition, {len(plain)} sizes × {len(plain[0]['seeds'])} seeds: exact match "
+                 "(Wei et al. 2022) and three continuous metrics (Schaeffer et al. 2023)")
     return save_figure(fig, path)
 
 
 def plot_scratchpad(rows: list[dict], path: Path) -> Path | None:
-    """Exact match of the final answer, plain against scratchpad at equal compute, against N and FLOPs; and
-    per-digit accuracy against N."""
+    """What the scratchpad changes at equal compute: where exact match jumps, and how each digit of the
+    answer is learned without it and with it: whether the digits that stay at chance below the jump are
+    learned in one step of size or climb is what decides whether exact match has a middle. The plain models'
+    other metrics are plot_metrics' figure, not repeated here."""
     series = {variant: _series(rows, variant) for variant in HEADERS}
     if not all(series.values()):
         return None
-    fig = new_figure(15, 4.5)
-    axes = fig.subplots(1, 3)
-    panels = (("params", "exact_match", "non-embedding parameters N"),
-              ("flops", "exact_match", "training FLOPs, 6·N·D"),
-              ("params", "per_digit", "non-embedding parameters N"))
-    for ax, (x_key, y_key, x_label) in zip(axes, panels, strict=True):
-        for (variant, points), style, color in zip(series.items(), ("o-", "s--"), ("C0", "C1"), strict=True):
-            _spread(ax, [s[x_key] for s in points], points, y_key, style, color, variant)
-        ax.set(xscale="log", xlabel=x_label, ylabel=f"{METRICS[y_key]} of the final answer")
+    fig = new_figure(16, 5)
+    ax_exact, *ax_digits = fig.subplots(1, 3)
+    for (variant, points), marker, color in zip(series.items(), "os", ("C0", "C1"), strict=True):
+        _seeds_and_mean(ax_exact, points, "exact_match", color, f"{variant}, mean", f"{variant}, each seed",
+                        marker)
+    ax_exact.set(ylabel="exact match of the final answer", title="exact match")
+    ax_exact.legend(fontsize="small", loc="upper left")
+    for ax, (variant, points), marker in zip(ax_digits, series.items(), "os", strict=True):
+        x = [s["params"] for s in points]
+        for i in range(len(points[0]["digit_accuracy"])):
+            ax.plot(x, [s["digit_accuracy"][i] for s in points], marker=marker, color=f"C{i + 2}",
+                    label=f"digit {i + 1}")
+        ax.axhline(0.1, color="0.5", linestyle=":", linewidth=1, label="one in ten")
+        ax.set(ylabel="accuracy, mean over the seeds", title=f"{variant}: each digit of the final answer")
+    # One legend for both digit panels, outside them: inside, some size's curve would run under it.
+    ax_digits[-1].legend(fontsize="small", title="answer digit,\nfrom the left", loc="center left",
+                         bbox_to_anchor=(1.02, 0.5))
+    for ax in (ax_exact, *ax_digits):
+        ax.set(xscale="log", xlabel="non-embedding parameters N", ylim=(-0.03, 1.03))
+        _flops_axis(ax, series["plain"])
         ax.grid(alpha=0.3)
-        ax.legend()
-    fig.suptitle("the column sums before the answer (scratchpad) or the answer alone, equal compute per "
-                 "size; mean over seeds, min-max band")
+    fig.suptitle("the column sums written before the answer (scratchpad) or the answer alone (plain), at "
+                 "equal compute: the same tokens for each model")
     return save_figure(fig, path)
 
 
 def plot_length(rows: list[dict], path: Path) -> Path | None:
-    """For each plain model size: the share of answers whose first l digits are all right, against l (exact
-    match is the last point), beside the product of those l positions' accuracies: what it would be if each
-    digit were right or wrong independently, Schaeffer et al.'s p^L with a p for each position."""
+    """Exercise 4's picture: the share of answers whose first l digits are right, against l, so that the
+    threshold can be seen to move with the answer's length alone. Dotted, the product of those l positions'
+    accuracies, Schaeffer et al.'s p^L with a p for each position: where it lies on the measured line, the
+    digits are right or wrong as if independently. The last point is not quite exact match: it counts an
+    answer with a digit too many as right."""
     plain = _series(rows, "plain")
     if not plain:
         return None
@@ -362,12 +385,12 @@ def plot_length(rows: list[dict], path: Path) -> Path | None:
     ax = fig.add_subplot()
     lengths = np.arange(1, len(plain[0]["prefix_exact_match"]) + 1)
     for i, s in enumerate(plain):
-        ax.plot(lengths, s["prefix_exact_match"], "o-", color=f"C{i % 10}", label=s["shape"])
+        ax.plot(lengths, s["prefix_exact_match"], "o-", color=f"C{i % 10}", label=f"{s['params']:,}")
         ax.plot(lengths, s["prefix_product"], ":", color=f"C{i % 10}")
     ax.set(xlabel="answer digits l (from the left)", ylabel="first l digits all right", xticks=lengths,
            title="measured (solid); product of the l digits' accuracies (dotted);\nmeans over the seeds")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", title="shape")
+    ax.legend(fontsize="small", title="N")
     return save_figure(fig, path)
 
 

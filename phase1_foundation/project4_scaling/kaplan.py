@@ -18,33 +18,27 @@ KAPLAN_D_C = 1.8e13  # PAPER: Kaplan Eq. 1.5, Table 2 (tokens)
 KAPLAN_ALLOCATION = (0.73, 0.27)  # PAPER: Kaplan Eq. 6.1: (a, b) of N_opt ∝ C^a and D_opt ∝ C^b
 
 
-def fit_power_law_in_n(n, loss, irreducible: float = 0.0) -> tuple[float, float]:
+def fit_power_law_in_n(n, loss) -> tuple[float, float]:
     """(N_c, α_N) of L(N) = (N_c/N)^α_N (Kaplan Eq. 1.1), by least squares on log L against log N.
 
     Kaplan's form is a straight line on log-log axes, and over their range (models big enough, each trained
-    on enough data) the losses lay on one. A small sweep bends away from it. Text has an entropy no model
+    on enough data) the losses lay on one. A small sweep bends away from it: text has an entropy no model
     goes below, so the loss flattens towards that floor instead of falling towards zero as the pure power
     law says; and every run here is limited by its tokens as well as by N, which flattens the smallest and
-    the largest models of a budget differently. Pass `irreducible` (e.g. the E of an Approach 3 fit) to fit
-    L - E = (N_c/N)^α_N instead; with irreducible=0 this is the law as Kaplan wrote it.
+    the largest models of a budget differently.
     """
-    slope, intercept = np.polyfit(np.log(n), np.log(np.asarray(loss, dtype=float) - irreducible), 1)
+    slope, intercept = np.polyfit(np.log(n), np.log(np.asarray(loss, dtype=float)), 1)
     alpha_n = -slope
     return float(np.exp(intercept / alpha_n)), float(alpha_n)
 
 
-def kaplan_loss(n, d, alpha_n: float = KAPLAN_ALPHA_N, alpha_d: float = KAPLAN_ALPHA_D,
-                n_c: float = KAPLAN_N_C, d_c: float = KAPLAN_D_C):
-    """L(N, D) = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D (Kaplan Eq. 1.5), with the paper's constants by default."""
-    return ((n_c / np.asarray(n)) ** (alpha_n / alpha_d) + d_c / np.asarray(d)) ** alpha_d
-
-
 def fit_kaplan_loss(n, d, loss) -> dict[str, float]:
-    """Kaplan's L(N, D) fitted to the runs by least squares on log L, started from the paper's constants.
+    """Kaplan's L(N, D) = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D (Eq. 1.5) fitted to the runs by least squares on
+    log L, started from the paper's constants.
 
     Written in logs, log L = α_D · log(exp((α_N/α_D)(log N_c - log N)) + exp(log D_c - log D)), so the
-    optimizer moves log N_c and log D_c, numbers of order 30 rather than 1e13. Returns the keywords of
-    kaplan_loss.
+    optimizer moves log N_c and log D_c, numbers of order 30 rather than 1e13. Returns alpha_n, alpha_d,
+    n_c and d_c.
     """
     log_n, log_d, log_loss = np.log(n), np.log(d), np.log(loss)
 

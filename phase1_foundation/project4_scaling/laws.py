@@ -27,7 +27,7 @@ counting's sweep the two papers' questions, each answered in a file named after 
 
 Then planning (planner.py): ChinchillaPlanner splits a budget by Chinchilla's closed form, from the paper's
 constants, a replication's, or the kaplan counting's own fit; plan_for_minutes starts from the minutes you
-can spend. The figures are law_plots.py's.
+can spend. The figures are sweep_figures.py's.
 """
 
 from pathlib import Path
@@ -36,7 +36,7 @@ import numpy as np
 
 from common.config import load_config
 from phase1_foundation.project4_scaling import config
-from phase1_foundation.project4_scaling.bootstrap import bootstrap
+from phase1_foundation.project4_scaling.bootstrap import MIN_SHARE, Interval, bootstrap, seed_deviations
 from phase1_foundation.project4_scaling.chinchilla import (
     PAPER_EXPONENTS,
     Allocation,
@@ -46,28 +46,39 @@ from phase1_foundation.project4_scaling.chinchilla import (
     fit_parametric,
 )
 from phase1_foundation.project4_scaling.kaplan import KAPLAN_ALPHA_N, fit_kaplan_laws
-from phase1_foundation.project4_scaling.law_plots import (
-    plot_allocation,
-    plot_isoflops,
-    plot_loss_vs_compute,
-    plot_parametric,
-)
 from phase1_foundation.project4_scaling.planner import PUBLISHED_SURFACES, plan
 from phase1_foundation.project4_scaling.results import (
+    COUNTING_COLUMNS,
     COUNTINGS,
     SWEEP_FIELDS,
     Sweep,
     countings_in,
     read_results,
 )
+from phase1_foundation.project4_scaling.sweep_figures import (
+    plot_allocation,
+    plot_isoflops,
+    plot_loss_vs_compute,
+    plot_parametric,
+)
 
 APPROACHES = ("Approach 1", "Approach 2", "Approach 3")
+# Chinchilla's own runs, read off the paper's Figure 4 by Besiroglu et al. 2024 (chinchilla_runs.csv)
+CHINCHILLA_RUNS = Path(__file__).with_name("chinchilla_runs.csv")
+OUTLIERS = 5  # PAPER: Besiroglu et al. 2024, §3: the five runs of highest loss are left out of their fit
 
 
-def fit_sweep(sweep: Sweep, resamples: int) -> tuple[dict, dict[str, Allocation], LossSurface]:
-    """Every fit of one counting's sweep: the numbers (each approach's exponents with a bootstrap interval,
-    the fitted surface, and under the kaplan counting Kaplan's laws), Approaches 1 and 2's points, and the
-    surface."""
+def exponents_of(surface: LossSurface) -> dict[str, float]:
+    """The surface's exponents, NaN when they cannot be read off it (its `problem`)."""
+    numbers = surface.exponents()
+    return {key: np.nan for key in numbers} if surface.problem else numbers
+
+
+def fit_sweep(sweep: Sweep, deviations: np.ndarray, resamples: int) -> tuple[dict, dict[str, Allocation],
+                                                                              LossSurface]:
+    """Every fit of one sweep, N and C as it counts them: each approach's exponents with a bootstrap
+    interval, the fitted surface, and under the kaplan counting Kaplan's laws; Approaches 1 and 2's points,
+    and the surface."""
     surface = fit_parametric(sweep.n, sweep.d, sweep.loss)
     allocations = {"Approach 1": approach1(sweep), "Approach 2": approach2(sweep)}
     numbers = {name: fit.exponents() for name, fit in allocations.items()}
@@ -75,26 +86,33 @@ def fit_sweep(sweep: Sweep, resamples: int) -> tuple[dict, dict[str, Allocation]
                               "used": len(allocations["Approach 2"].compute)}
     # Under the chinchilla counting too, a = β/(α+β) and b = α/(α+β): that is how the paper converts its fit
     # (§3.3), by the closed form for C = 6ND, although its N counts every parameter and its C is App. F's.
-    numbers["Approach 3"] = surface.exponents() | {"E": surface.E, "A": surface.A, "B": surface.B}
+    numbers["Approach 3"] = exponents_of(surface) | {"E": surface.E, "A": surface.A, "B": surface.B,
+                                                     "problem": surface.problem}
     estimates = {
         "Approach 1": lambda s: approach1(s).exponents(),
         "Approach 2": lambda s: approach2(s).exponents(),
-        "Approach 3": lambda s: fit_parametric(s.n, s.d, s.loss, start=surface).exponents(),
+        "Approach 3": lambda s: exponents_of(fit_parametric(s.n, s.d, s.loss)),
     }
+    if surface.problem:  # no exponents to put an interval around
+        del estimates["Approach 3"]
+        numbers["Approach 3"]["interval"] = {}
     for name, estimate in estimates.items():
-        numbers[name]["interval"] = bootstrap(sweep, estimate, resamples)
+        numbers[name]["interval"] = bootstrap(sweep, estimate, deviations, resamples)
     numbers["runs"], numbers["budgets"] = len(sweep.loss), len(sweep.budgets())
-    if sweep.counting == "kaplan":  # Kaplan's laws are in Kaplan's N: non-embedding
+    if sweep.counting == "kaplan" and sweep.counted_as == "kaplan":  # Kaplan's laws are in Kaplan's N
         numbers |= fit_kaplan_laws(sweep)
     return numbers, allocations, surface
 
 
-def _with_interval(fit: dict, key: str) -> str:
-    """'0.45 [0.41, 0.49]': the estimate and its bootstrap interval, or why there is none."""
+def with_interval(fit: dict, key: str) -> str:
+    """'0.45 [0.41, 0.49] (97/100)': the estimate, its interval and how many resamples gave one; or why
+    there is none."""
     if not np.isfinite(fit[key]):
-        return "no fit"
-    low, high = fit["interval"].get(key, (np.nan, np.nan))
-    return f"{fit[key]:.2f} [{low:.2f}, {high:.2f}]"
+        return "not determined"
+    interval: Interval = fit["interval"][key]
+    if not interval.determined:
+        return f"{fit[key]:.2f}, {interval}"
+    return f"{fit[key]:.2f} {interval}"
 
 
 def report_counting(counting: str, numbers: dict) -> None:
@@ -102,55 +120,130 @@ def report_counting(counting: str, numbers: dict) -> None:
     beside Chinchilla's, and under the kaplan counting α_N beside Kaplan's."""
     print(f"\n{counting} counting ({COUNTINGS[counting]}): {numbers['runs']} runs at {numbers['budgets']} "
           "budgets")
-    print(f"{'':<12}{'a':<20}{'b':<20}paper a / b")
+    print(f"{'':<12}{'a':<30}{'b':<30}paper a / b")
     for name in APPROACHES:
         fit, (paper_a, paper_b) = numbers[name], PAPER_EXPONENTS[f"Chinchilla {name}"]
-        print(f"{name:<12}{_with_interval(fit, 'a'):<20}{_with_interval(fit, 'b'):<20}"
+        print(f"{name:<12}{with_interval(fit, 'a'):<30}{with_interval(fit, 'b'):<30}"
               f"{paper_a:.2f} / {paper_b:.2f} (Chinchilla)")
     kaplan_a, kaplan_b = PAPER_EXPONENTS["Kaplan"]
-    print(f"{'':<52}{kaplan_a:.2f} / {kaplan_b:.2f} (Kaplan)")
+    print(f"{'':<72}{kaplan_a:.2f} / {kaplan_b:.2f} (Kaplan)")
     second = numbers["Approach 2"]
     print(f"Approach 2: from {second['used']} budget{'' if second['used'] == 1 else 's'} with interior minima"
           f"{' (two needed for an exponent)' if second['used'] < 2 else ''}")
     for budget, problem in second["flagged"].items():
         print(f"Approach 2 left out C = {budget:.3g}: {problem}")
-    if counting == "chinchilla":
-        print("Approach 3: a = beta/(alpha+beta), b = alpha/(alpha+beta), as the paper converts its fit (its "
-              "closed form assumes C = 6ND)")
-    ours, paper = numbers["Approach 3"], PUBLISHED_SURFACES["paper-rounded"]
-    print(f"Approach 3, L = E + A/N^alpha + B/D^beta{'E':>8}{'A':>10}{'B':>10}{'alpha':>8}{'beta':>8}")
-    print(f"{'ours':<39}{ours['E']:>8.3f}{ours['A']:>10.4g}{ours['B']:>10.4g}{ours['alpha']:>8.3f}"
-          f"{ours['beta']:>8.3f}   alpha {_with_interval(ours, 'alpha')}, "
-          f"beta {_with_interval(ours, 'beta')}")
-    print(f"{'Chinchilla':<39}{paper.E:>8.3f}{paper.A:>10.4g}{paper.B:>10.4g}{paper.alpha:>8.3f}"
-          f"{paper.beta:>8.3f}")
+    report_surface(numbers["Approach 3"], conversion=counting == "chinchilla")
     if "Kaplan L(N)" in numbers:
         print(f"Kaplan alpha_N: {numbers['Kaplan L(N)']['alpha_n']:.3f} from L(N) over each size's best run, "
               f"{numbers['Kaplan L(N, D)']['alpha_n']:.3f} from L(N, D) over every run "
               f"(paper {KAPLAN_ALPHA_N})")
 
 
-def report(numbers: dict[str, dict], resamples: int) -> None:
-    """Each counting's fits, then, when the sweep has both, a by approach under each side by side."""
+def report_surface(ours: dict, conversion: bool, published: tuple[str, ...] = ("paper-rounded",)) -> None:
+    """Approach 3's fit beside published ones, or why its exponents are not determined."""
+    if conversion:
+        print("Approach 3: a = beta/(alpha+beta), b = alpha/(alpha+beta), as the paper converts its fit (its "
+              "closed form assumes C = 6ND)")
+    if ours["problem"]:
+        print(f"Approach 3: not determined: {ours['problem']}")
+        return
+    print(f"Approach 3, L = E + A/N^alpha + B/D^beta{'E':>8}{'A':>10}{'B':>10}{'alpha':>8}{'beta':>8}"
+          f"{'a':>8}")
+    print(f"{'ours':<39}{ours['E']:>8.3f}{ours['A']:>10.4g}{ours['B']:>10.4g}{ours['alpha']:>8.3f}"
+          f"{ours['beta']:>8.3f}{ours['a']:>8.3f}   alpha {with_interval(ours, 'alpha')}, "
+          f"beta {with_interval(ours, 'beta')}")
+    for name in published:
+        paper = PUBLISHED_SURFACES[name]
+        print(f"{name:<39}{paper.E:>8.3f}{paper.A:>10.4g}{paper.B:>10.4g}{paper.alpha:>8.3f}"
+              f"{paper.beta:>8.3f}{paper.a:>8.3f}")
+
+
+def report(numbers: dict[str, dict], crossed: dict[str, dict], resamples: int, noise: str) -> None:
+    """Each counting's fits; then the same runs counted both ways, so that only the counting differs."""
     countings = [counting for counting in COUNTINGS if counting in numbers]
-    print(f"\nN_opt ∝ C^a, D_opt ∝ C^b; intervals: 10th to 90th percentile of {resamples} bootstrap "
-          "resamples")
+    print(f"\nN_opt ∝ C^a, D_opt ∝ C^b; intervals: 10th to 90th percentile over {resamples} resamples, "
+          f"{noise}; (k/{resamples}): how many gave an exponent; under {MIN_SHARE:.0%}: not determined")
     for counting in countings:
         report_counting(counting, numbers[counting])
-    if len(countings) < 2:
+    if not crossed:
         return
-    print(f"\n{'a by approach':<14}" + "".join(f"{f'{c} counting':<22}" for c in countings) + "paper")
-    for name in APPROACHES:
-        print(f"{name:<14}" + "".join(f"{_with_interval(numbers[c][name], 'a'):<22}" for c in countings)
-              + f"{PAPER_EXPONENTS[f'Chinchilla {name}'][0]:.2f} (Chinchilla)")
-    print(f"{'':<14}{'':<22}{'':<22}{PAPER_EXPONENTS['Kaplan'][0]:.2f} (Kaplan)")
+    print("\nwhat the counting alone does: the same runs, N and C counted both ways (Pearce & Song 2024)")
+    print(f"{'runs planned under':<20}{'a, counted as':<16}{'Approach 2':<44}Approach 3")
+    for planned in countings:
+        for counted_as in COUNTINGS:
+            fits = numbers[planned] if counted_as == planned else crossed[planned]
+            used = fits["Approach 2"]["used"]
+            second = f"{with_interval(fits['Approach 2'], 'a')}, {used} budget{'s' * (used != 1)}"
+            print(f"{planned:<20}{counted_as:<16}{second:<44}{with_interval(fits['Approach 3'], 'a')}")
+
+
+def noise_of(rows: list[dict]) -> tuple[np.ndarray, dict[str, list[float]]]:
+    """The seeds' deviations in ln L (bootstrap.seed_deviations) and each repeated point's losses, by the
+    name of its SEED run."""
+    groups: dict[str, list[float]] = {}
+    repeated = {row["name"].rsplit("_seed", 1)[0] for row in rows if row.get("repeat")}
+    for row in rows:
+        point = row["name"].rsplit("_seed", 1)[0] if row.get("repeat") else row["name"]
+        if point in repeated:
+            groups.setdefault(point, []).append(float(row["val_loss"]))
+    return seed_deviations(list(groups.values())), groups
+
+
+def seed_spread(rows: list[dict], counting: str, repeated: dict[str, list[float]]
+                ) -> dict[tuple[float, float], list[float]]:
+    """The repeated points of one counting as the IsoFLOP figure places them: (budget, N) -> the losses."""
+    by_name, n_key = {row["name"]: row for row in rows}, COUNTING_COLUMNS[counting][0]
+    return {(float(by_name[name]["budget"]), float(by_name[name][n_key])): losses
+            for name, losses in repeated.items() if by_name[name]["counting"] == counting}
+
+
+def residuals(sweep: Sweep) -> np.ndarray:
+    """ln L minus the Approach 3 surface's prediction, run by run: the noise when no seeds were repeated."""
+    surface = fit_parametric(sweep.n, sweep.d, sweep.loss)
+    return np.log(sweep.loss) - np.log(surface.loss(sweep.n, sweep.d))
+
+
+def read_chinchilla_runs(path: Path = CHINCHILLA_RUNS) -> Sweep:
+    """Chinchilla's runs as a sweep: N (every parameter), C (the paper's FLOPs) and the loss of each, with
+    D = C / 6N as the paper's IsoFLOP runs had it; the OUTLIERS runs of highest loss left out."""
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
+    table = np.loadtxt(lines[1:], delimiter=",", ndmin=2)  # (runs, 3): N, C, L (lines[0]: the column names)
+    table = table[np.argsort(table[:, 2])[: len(table) - OUTLIERS]]
+    n, compute, loss = table.T
+    return Sweep("chinchilla", compute, n, compute / (6 * n), compute, loss)
+
+
+def fit_chinchilla_runs(resamples: int) -> dict:
+    """Approach 3 on Chinchilla's own runs, with a residual bootstrap, beside Besiroglu et al.'s fit and
+    the paper's."""
+    sweep = read_chinchilla_runs()
+    surface = fit_parametric(sweep.n, sweep.d, sweep.loss)
+    numbers = exponents_of(surface) | {"E": surface.E, "A": surface.A, "B": surface.B,
+                                       "problem": surface.problem}
+    numbers["interval"] = bootstrap(sweep, lambda s: exponents_of(fit_parametric(s.n, s.d, s.loss)),
+                                    residuals(sweep), resamples)
+    print(f"\nChinchilla's runs ({CHINCHILLA_RUNS.name}: {len(sweep.loss)} of Hoffmann et al.'s runs, read "
+          f"off their Figure 4 by Besiroglu et al. 2024; the {OUTLIERS} of highest loss left out, as theirs)")
+    print(f"intervals: 10th to 90th percentile over {resamples} resamples of the fit's residuals; "
+          f"(k/{resamples}): how many gave an exponent")
+    report_surface(numbers, conversion=False, published=("epoch-2024", "paper-unrounded"))
+    print(f"a = beta/(alpha+beta): ours {with_interval(numbers, 'a')}; Besiroglu et al. "
+          f"{PUBLISHED_SURFACES['epoch-2024'].a:.3f}; the paper's Table 2 "
+          f"{PAPER_EXPONENTS['Chinchilla Approach 3'][0]}")
+    return {"chinchilla-runs": numbers, "runs": len(sweep.loss)}
 
 
 def main(argv: list[str] | None = None) -> dict:
     """Fit each counting of the sweep in OUT_DIR/results.jsonl, print the report, write the plots beside it,
-    and with PLAN_MINUTES plan a run. Returns the numbers: one dict per counting fitted, keyed by the
-    counting, and the plots (and the plan)."""
+    and with PLAN_MINUTES plan a run; with --DATA=chinchilla, fit Chinchilla's own runs instead. Returns the
+    numbers: one dict per counting fitted, keyed by the counting, the same runs counted the other way
+    ("crossed"), the noise, and the plots (and the plan)."""
     cfg = load_config(config, argv)
+    if cfg.DATA == "chinchilla":
+        return fit_chinchilla_runs(cfg.RESAMPLES)
+    if cfg.DATA != "sweep":
+        raise SystemExit(f"error: unknown --DATA={cfg.DATA}; choose sweep (your runs in OUT_DIR) or "
+                         "chinchilla")
     out_dir = Path(cfg.OUT_DIR)
     results = out_dir / "results.jsonl"
     rows = read_results(results, fields=SWEEP_FIELDS)
@@ -170,20 +263,42 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"error: the runs in {results} of each counting have one budget; an exponent needs "
                          "runs at two budgets at least")
 
-    fits = {counting: fit_sweep(sweep, cfg.RESAMPLES) for counting, sweep in sweeps.items()}
+    deviations, repeated = noise_of(rows)
+    if len(deviations):
+        noise = f"each loss moved by one of the {len(deviations)} seed deviations of {len(repeated)} points"
+        print(f"noise: {len(repeated)} points trained with {max(map(len, repeated.values()))} seeds; a run's "
+              f"ln L deviates from its point's mean by {np.std(deviations):.3f} (root mean square), the "
+              f"largest {np.abs(deviations).max():.3f}")
+        for point, losses in repeated.items():
+            print(f"  {point:<24}" + "".join(f"{loss:8.3f}" for loss in losses)
+                  + f"   highest - lowest {max(losses) - min(losses):.3f}")
+    else:
+        noise = "each loss moved by one of the Approach 3 fit's residuals (no seeds repeated)"
+    fits, crossed = {}, {}
+    for counting, sweep in sweeps.items():
+        fits[counting] = fit_sweep(sweep, deviations if len(deviations) else residuals(sweep), cfg.RESAMPLES)
+        other = next(name for name in COUNTINGS if name != counting)
+        counted = Sweep.from_rows(rows, counting, counted_as=other)
+        crossed[counting] = fit_sweep(counted, deviations if len(deviations) else residuals(counted),
+                                      cfg.RESAMPLES)[0]
     numbers = {counting: fit[0] for counting, fit in fits.items()}
-    report(numbers, cfg.RESAMPLES)
+    report(numbers, crossed, cfg.RESAMPLES, noise)
+    numbers["crossed"], numbers["noise"] = crossed, {"deviations": deviations, "points": repeated}
     allocations = {counting: fit[1] for counting, fit in fits.items()}
     surfaces = {counting: fit[2] for counting, fit in fits.items()}
     numbers["plots"] = [
-        *(plot_isoflops(sweep, out_dir / f"isoflops_{counting}.png") for counting, sweep in sweeps.items()),
+        *(plot_isoflops(sweep, out_dir / f"isoflops_{counting}.png", seed_spread(rows, counting, repeated))
+          for counting, sweep in sweeps.items()),
         plot_allocation(allocations, surfaces, out_dir / "allocation.png"),
         plot_parametric(sweeps, surfaces, out_dir / "parametric.png"),
         plot_loss_vs_compute(sweeps, surfaces, out_dir / "loss_vs_compute.png"),
     ]
     print("\nplots: " + ", ".join(str(path) for path in numbers["plots"]))
-    if cfg.PLAN_MINUTES > 0:  # "ours" is the kaplan counting's surface: the planner counts 6N, as Kaplan
-        numbers["plan"] = plan(cfg, surfaces.get("kaplan"), cfg.DEVICE)
+    if cfg.PLAN_MINUTES > 0:  # "ours" counts every parameter, as the planner's closed form does
+        every_parameter = (Sweep.from_rows(rows, "chinchilla") if "chinchilla" in sweeps
+                           else Sweep.from_rows(rows, next(iter(sweeps)), counted_as="chinchilla"))
+        ours = fit_parametric(every_parameter.n, every_parameter.d, every_parameter.loss)
+        numbers["plan"] = plan(cfg, ours, cfg.DEVICE)
     return numbers
 
 

@@ -22,8 +22,6 @@ import torch.nn as nn
 from torch import Tensor
 from torch.nn import functional as F
 
-KIND = "project4-gpt"  # what a checkpoint of this chapter holds (common.checkpoint refuses other kinds)
-
 
 @dataclass
 class GPTConfig:

@@ -4,11 +4,12 @@ budget, to a model shape, to the command that trains it.
 
     ChinchillaPlanner   (N_opt, D_opt) for a budget C, Eq. 4
     plan_for_minutes    C from minutes and a device's peak FLOP/s, then the planner
-    model_shape         an (n_layer, d_model) whose non-embedding count is N_opt
+    model_shape         an (n_layer, d_model) whose every parameter counted is N_opt
     plan                what laws.py --PLAN_MINUTES prints: the device's speed measured, then all of the above
 
-The closed form assumes C = 6ND, so a plan counts as Kaplan does: N non-embedding, 6N FLOPs per token, the
-speed measured in 6N FLOP/s. "ours" is the sweep's kaplan counting's Approach 3 fit.
+The constants count N as Chinchilla does, every parameter, and the closed form takes C = 6ND, so a plan
+counts that way throughout: N_opt sizes the whole model, embeddings included, and the speed is measured in
+6N FLOP/s of that N. "ours" is the sweep's own Approach 3 fit, N counted the same way.
 """
 
 from pathlib import Path
@@ -59,10 +60,6 @@ class ChinchillaPlanner:
         g = (s.alpha * s.A / (s.beta * s.B)) ** (1 / (s.alpha + s.beta))
         return g * (compute / 6) ** s.a, (compute / 6) ** s.b / g
 
-    def loss(self, n, d):
-        """The loss the surface predicts for N parameters trained on D tokens."""
-        return self.surface.loss(n, d)
-
 
 def plan_for_minutes(minutes: float, flops_per_second: float, planner: ChinchillaPlanner | None = None,
                      utilisation: float = 0.3) -> tuple[float, float, float]:
@@ -77,24 +74,37 @@ def plan_for_minutes(minutes: float, flops_per_second: float, planner: Chinchill
     return compute, n_opt, d_opt
 
 
-def model_shape(n_params: float, aspect_ratio: float = 64, head_size: int = 64) -> tuple[int, int]:
-    """(n_layer, d_model) whose non-embedding count 12·n_layer·d_model² (Kaplan Eq. 2.1) is closest to
-    `n_params` (by ratio), with d_model ≈ aspect_ratio · n_layer rounded to whole heads of `head_size`.
-    The default ratio, 64, is GPT-2 small's (768 / 12); Kaplan found the loss depends on the shape far less
-    than on N."""
+def all_parameters(n_layer: int, d_model: int, vocab_size: int, block_size: int) -> float:
+    """N as Chinchilla counts it, for the planner: Kaplan's 12·n_layer·d_model² (Eq. 2.1) for the blocks,
+    and the tables a token looks up, (vocabulary + context) x d_model (the head is the token table)."""
+    return 12 * n_layer * d_model**2 + (vocab_size + block_size) * d_model
+
+
+def model_shape(n_params: float, vocab_size: int, block_size: int, aspect_ratio: float = 64,
+                head_size: int = 64) -> tuple[int, int]:
+    """(n_layer, d_model) whose parameters, every one counted (all_parameters), come closest to `n_params`
+    (by ratio), with d_model ≈ aspect_ratio · n_layer rounded to whole heads of `head_size`.
+
+    Every one, because the planner's constants count every parameter (Chinchilla's N): with a vocabulary of
+    50k, the tables are a third of a 100M-parameter model, and sizing only the blocks to N_opt would plan a
+    model a third too large. The default ratio, 64, is GPT-2 small's (768 / 12); Kaplan found the loss
+    depends on the shape far less than on N."""
     def shape(n_layer: int) -> tuple[int, int]:
         return n_layer, max(head_size, round(aspect_ratio * n_layer / head_size) * head_size)
 
-    # 12·L·(aspect·L)² = N solved for L, then the whole depths around it: the rounding of d_model to whole
-    # heads moves the count, so the nearest depth is not always the best
-    guess = round((n_params / (12 * aspect_ratio**2)) ** (1 / 3))
-    candidates = [shape(n_layer) for n_layer in range(max(1, guess - 2), guess + 3)]
-    return min(candidates, key=lambda s: abs(np.log(12 * s[0] * s[1] ** 2 / n_params)))
+    def distance(candidate: tuple[int, int]) -> float:
+        return abs(np.log(all_parameters(*candidate, vocab_size, block_size) / n_params))
+
+    # the blocks alone, 12·L·(aspect·L)² = N, solved for L, bounds the depth from above; every depth up to
+    # a little past it is tried, as the tables and the rounding of d_model to whole heads move the count
+    most = round((n_params / (12 * aspect_ratio**2)) ** (1 / 3)) + 2
+    return min((shape(n_layer) for n_layer in range(1, most + 1)), key=distance)
 
 
-def flops_per_second(n_layer: int, n_embd: int, cfg, device) -> float:
-    """The 6N FLOPs per second this code reaches training a model of this shape on this device, from a few
-    timed steps on random tokens (after two untimed ones, which pay for warming up)."""
+def flops_per_second(n_layer: int, n_embd: int, vocab_size: int, cfg, device) -> float:
+    """The 6N FLOPs per second this code reaches training a model of this shape on this device, N every
+    parameter as the planner counts it (the tables included), from a few timed steps on random tokens of
+    the sweep's vocabulary (after two untimed ones, which pay for warming up)."""
     import time  # torch and the model only when planning: the fits need neither
 
     import torch
@@ -104,10 +114,10 @@ def flops_per_second(n_layer: int, n_embd: int, cfg, device) -> float:
     from phase1_foundation.project4_scaling.model import GPT, GPTConfig
 
     device, steps = torch.device(device), 5
-    model = GPT(GPTConfig(vocab_size=256, block_size=cfg.BLOCK_SIZE, n_layer=n_layer,
+    model = GPT(GPTConfig(vocab_size=vocab_size, block_size=cfg.BLOCK_SIZE, n_layer=n_layer,
                           n_head=n_embd // cfg.HEAD_SIZE, n_embd=n_embd)).to(device)
     optimizer = adamw(model, 1e-3, cfg.WEIGHT_DECAY, cfg.BETAS, device)
-    x = torch.randint(256, (cfg.BATCH_SIZE, cfg.BLOCK_SIZE), device=device)  # (B, T)
+    x = torch.randint(vocab_size, (cfg.BATCH_SIZE, cfg.BLOCK_SIZE), device=device)  # (B, T)
     loss, start = None, 0.0
     for step in range(steps + 2):
         if step == 2:
@@ -120,41 +130,52 @@ def flops_per_second(n_layer: int, n_embd: int, cfg, device) -> float:
         optimizer.zero_grad(set_to_none=True)
     loss.item()
     seconds = time.perf_counter() - start
-    return 6 * model.num_parameters(non_embedding=True) * x.numel() * steps / seconds
+    return 6 * model.num_parameters() * x.numel() * steps / seconds
 
 
 def plan(cfg, surface: LossSurface | None, device) -> dict:
     """The step from minutes to a run: C from the minutes and this device's measured speed, (N, D) from the
     planner, a shape for N, and the command that trains it.
 
-    The speed is measured, not looked up: a few training steps of the planned shape, timed, give the 6N FLOPs
-    per second this code reaches on this device (a model's speed depends on its size, so plan, measure the
-    shape, and plan again). Since the rate is what a run achieves, no utilisation factor is assumed.
+    One counting throughout, Chinchilla's closed form's: N every parameter, C = 6ND. The speed is measured,
+    not looked up: a few training steps of the planned shape, timed, give the 6N FLOPs per second this code
+    reaches on this device (a model's speed depends on its size, so plan, measure the shape, and plan
+    again). Since the rate is what a run achieves, no utilisation factor is assumed.
 
-    `surface` is "ours", used when PLAN_CONSTANTS is "ours": the Approach 3 fit of the sweep's kaplan
-    counting, the one whose N and C (non-embedding, 6ND) are those the rate, model_shape and the closed form
-    count; None when the sweep has no kaplan counting.
+    `surface` is "ours", used when PLAN_CONSTANTS is "ours": an Approach 3 fit of the sweep's runs with N
+    every parameter, as the closed form counts it; None when there is none.
     """
-    if cfg.PLAN_CONSTANTS == "ours" and surface is None:
-        raise SystemExit("error: --PLAN_CONSTANTS=ours plans with the Approach 3 fit of the kaplan counting "
-                         "(6N FLOPs, as the speed is measured), and this sweep has none; pass "
-                         "--PLAN_CONSTANTS=paper-rounded, or sweep the kaplan counting too")
+    from common.tokens import read_meta
+    from phase1_foundation.project4_scaling.download_data import prepare
+    from phase1_foundation.project4_scaling.model import non_embedding_parameters
+
+    if cfg.PLAN_CONSTANTS == "ours" and (surface is None or surface.problem):
+        why = surface.problem if surface is not None else "there is no sweep"
+        raise SystemExit(f"error: --PLAN_CONSTANTS=ours plans with the sweep's own Approach 3 fit, and it "
+                         f"has none to give ({why}); pass --PLAN_CONSTANTS=paper-rounded")
     ours = cfg.PLAN_CONSTANTS == "ours"
     planner = ChinchillaPlanner(surface if ours else cfg.PLAN_CONSTANTS)
-    constants = "ours (Approach 3, kaplan counting)" if ours else cfg.PLAN_CONSTANTS
+    constants = "ours (Approach 3, every parameter)" if ours else cfg.PLAN_CONSTANTS
+    meta = read_meta(prepare(cfg))  # the sweep's vocabulary (the tables' size) and its training text
+    vocab, text = meta["vocab_size"], meta["train_tokens"]
     shape, rate = (2, 64), None
     for _ in range(2):
-        rate = flops_per_second(*shape, cfg, device)
+        rate = flops_per_second(*shape, vocab, cfg, device)
         compute, n_opt, d_opt = plan_for_minutes(cfg.PLAN_MINUTES, rate, planner, utilisation=1.0)
-        shape = model_shape(n_opt, aspect_ratio=cfg.PLAN_ASPECT_RATIO, head_size=cfg.HEAD_SIZE)
-    budget = float(f"{compute:.2g}")
-    command = (f"uv run python phase1_foundation/project4_scaling/train.py --BUDGETS={budget:.2g} "
-               f"--SHAPES={shape[0]}x{shape[1]} --COUNTINGS=kaplan --MIN_STEPS=1 "
+        shape = model_shape(n_opt, vocab, cfg.BLOCK_SIZE, cfg.PLAN_ASPECT_RATIO, cfg.HEAD_SIZE)
+    # train.py's kaplan counting reads a budget as C = 6ND with N without the tables: this budget buys the
+    # shape D_opt tokens
+    budget = float(f"{6 * non_embedding_parameters(*shape) * d_opt:.3g}")
+    command = (f"uv run python phase1_foundation/project4_scaling/train.py --BUDGETS={budget:.3g} "
+               f"--SHAPES={shape[0]}x{shape[1]} --COUNTINGS=kaplan --MIN_STEPS=1 --NOISE_SEEDS=1 "
                f"--OUT_DIR={Path(cfg.OUT_DIR) / 'plan'}")
+    passes = d_opt / text
+    fits = "within" if passes <= cfg.MAX_EPOCHS else "more than"
     print(f"\nplan for {cfg.PLAN_MINUTES:g} minutes on {device}, with the {constants} constants: "
-          f"{rate:.3g} FLOP/s measured (kaplan counting: 6N FLOPs per token), so C = {compute:.3g} FLOPs; "
-          f"N_opt = {n_opt:,.0f}, D_opt = {d_opt:,.0f} tokens ({d_opt / n_opt:.0f} per parameter); "
-          f"shape {shape[0]}x{shape[1]}\n"
+          f"{rate:.3g} FLOP/s measured (6N FLOPs per token, N every parameter), so C = {compute:.3g} FLOPs; "
+          f"N_opt = {n_opt:,.0f}, D_opt = {d_opt:,.0f} tokens ({d_opt / n_opt:.0f} per parameter, "
+          f"{passes:.2f} passes over the training text: {fits} MAX_EPOCHS={cfg.MAX_EPOCHS:g}); shape "
+          f"{shape[0]}x{shape[1]}, {all_parameters(*shape, vocab, cfg.BLOCK_SIZE):,.0f} parameters\n"
           f"train it: {command}")
     return {"flops_per_second": rate, "compute": compute, "n_opt": n_opt, "d_opt": d_opt, "shape": shape,
-            "command": command}
+            "passes": passes, "command": command}

@@ -11,7 +11,7 @@ runs as columns, with N and C read as that counting reads them: what every fit i
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -96,36 +96,49 @@ def countings_in(rows: list[dict]) -> list[str]:
 class Sweep:
     """One counting's runs as columns, one entry per run, N and C as that counting counts them."""
 
-    counting: str  # "kaplan" or "chinchilla" (COUNTINGS): how N and C were counted, and the runs planned
-    budget: np.ndarray  # the FLOP budget C the run was planned for, in this counting's FLOPs
-    n: np.ndarray  # parameters N: non-embedding (kaplan) or all of them (chinchilla)
+    counting: str  # "kaplan" or "chinchilla" (COUNTINGS): how the runs were planned
+    budget: np.ndarray  # the FLOP budget C the run was planned for, in the planning counting's FLOPs
+    n: np.ndarray  # parameters N: non-embedding (counted as kaplan) or all of them (chinchilla)
     d: np.ndarray  # tokens trained on D
     flops: np.ndarray  # compute C actually spent: 6·N·D (kaplan) or App. F FLOPs per token x D (chinchilla)
     loss: np.ndarray  # final validation loss, nats per token
+    counted_as: str = ""  # how n and flops count N and C, when not as planned (from_rows says)
+
+    def __post_init__(self):
+        if not self.counted_as:
+            object.__setattr__(self, "counted_as", self.counting)
 
     @classmethod
-    def from_rows(cls, rows: list[dict], counting: str) -> "Sweep":
-        """The rows planned under `counting`, with that counting's N and C; one line when there are none."""
-        if counting not in COUNTINGS:
-            raise ValueError(f"counting must be one of {', '.join(COUNTINGS)}, not {counting!r}")
+    def from_rows(cls, rows: list[dict], counting: str, counted_as: str | None = None) -> "Sweep":
+        """The runs planned under `counting`, with N and C as `counted_as` counts them (the same counting
+        unless told): the kaplan sweep read with every parameter and App. F FLOPs, say, to see what the
+        counting alone does to the fits. The noise measurement's repeats (other seeds) are left out: each
+        point of the design once. One line when there are no runs."""
+        counted_as = counted_as or counting
+        for name in (counting, counted_as):
+            if name not in COUNTINGS:
+                raise ValueError(f"counting must be one of {', '.join(COUNTINGS)}, not {name!r}")
         if any("counting" not in row for row in rows):
             raise SystemExit("error: these runs have no counting: they were made by an older train.py; train "
                              "the sweep again into a new --OUT_DIR")
-        mine = [row for row in rows if row["counting"] == counting]
+        mine = [row for row in rows if row["counting"] == counting and not row.get("repeat")]
         if not mine:
             raise SystemExit(f"error: no runs of the {counting} counting here (only "
                              f"{', '.join(sorted({str(row['counting']) for row in rows})) or 'none'})")
-        n_key, c_key = COUNTING_COLUMNS[counting]
+        n_key, c_key = COUNTING_COLUMNS[counted_as]
 
         def column(key):
             return np.array([float(row[key]) for row in mine])
 
         return cls(counting, column("budget"), column(n_key), column("tokens"), column(c_key),
-                   column("val_loss"))
+                   column("val_loss"), counted_as)
 
     def take(self, index: np.ndarray) -> "Sweep":
         return Sweep(self.counting, self.budget[index], self.n[index], self.d[index], self.flops[index],
-                     self.loss[index])
+                     self.loss[index], self.counted_as)
+
+    def with_loss(self, loss: np.ndarray) -> "Sweep":
+        return replace(self, loss=np.asarray(loss, dtype=float))
 
     def budgets(self) -> np.ndarray:
         return np.unique(self.budget)

@@ -39,9 +39,10 @@ from common.optim import adamw, set_lr, warmup_cosine
 from common.progress import progress_bar
 from common.tokens import load_tokens, read_meta
 from phase1_foundation.project4_scaling import config
-from phase1_foundation.project4_scaling.download_data import Run, affordable_runs, planned_runs, prepare
+from phase1_foundation.project4_scaling.download_data import prepare
 from phase1_foundation.project4_scaling.model import GPT, GPTConfig, flops_per_token
 from phase1_foundation.project4_scaling.results import read_results, settings_of, write_results
+from phase1_foundation.project4_scaling.sweep import Run, affordable_runs, planned_runs
 
 # What a results file was made with: a row made under other values is a different experiment.
 SWEEP_SETTINGS = ("BLOCK_SIZE", "BATCH_SIZE", "HEAD_SIZE", "LR_SCALE", "BETAS", "WEIGHT_DECAY",
@@ -59,8 +60,9 @@ class EpochBatches:
 
     The token stream is cut into non-overlapping windows of T + 1 tokens (T inputs, each with its next
     token as the target); epoch e reads every window once, in the order of a permutation seeded with
-    seed + e. Every run of the sweep reads the same sequence, so a run of D tokens sees exactly the first D
-    tokens a longer run sees: the runs differ in size and length only, not in luck.
+    seed + e. Every run of one seed reads the same sequence, so a run of D tokens sees exactly the first D
+    tokens a longer run sees. That takes the data order out of a comparison between runs, not the luck of
+    their first weights: the noise measurement (NOISE_SEEDS) shows how much is left.
     """
 
     def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int, device: torch.device, seed: int):
@@ -125,13 +127,13 @@ def train_run(run: Run, vocab_size: int, train_tokens: np.ndarray, val_tokens: n
               cfg: SimpleNamespace, device: torch.device, interrupt: GracefulInterrupt, bar,
               settings: dict) -> dict | None:
     """One point of the sweep, start to end; its row for results.jsonl, or None if Ctrl-C stopped it."""
-    seed_everything(cfg.SEED)
+    seed_everything(run.seed)
     model = GPT(GPTConfig(vocab_size=vocab_size, block_size=cfg.BLOCK_SIZE, n_layer=run.n_layer,
                           n_head=run.n_embd // cfg.HEAD_SIZE, n_embd=run.n_embd)).to(device)
     assert model.num_parameters(non_embedding=True) == run.params
     peak_lr = kaplan_learning_rate(run.params, cfg.LR_SCALE)
     optimizer = adamw(model, peak_lr, cfg.WEIGHT_DECAY, cfg.BETAS, device)
-    batches = EpochBatches(train_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, cfg.SEED)
+    batches = EpochBatches(train_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, run.seed)
     warmup = max(1, round(cfg.WARMUP_FRACTION * run.steps))
     cycle = round(cfg.COSINE_STRETCH * (run.steps - 1))  # the cosine's length; 1.0: floor at the last step
     start = time.perf_counter()
@@ -162,6 +164,7 @@ def train_run(run: Run, vocab_size: int, train_tokens: np.ndarray, val_tokens: n
         "val_loss": validation_loss(model, val_tokens, cfg, device),
         "wall_s": round(wall, 2), "tokens_per_s": round(run.tokens / wall),
         "n_layer": run.n_layer, "d_model": run.n_embd, "steps": run.steps, "peak_lr": peak_lr,
+        "seed": run.seed, "repeat": run.repeat,
         "settings": settings,
     }
 
@@ -182,6 +185,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
               f"MAX_EPOCHS={cfg.MAX_EPOCHS:g} times (see download_data.py)")
     if too_short:
         print(f"left out {len(too_short)} runs of fewer than MIN_STEPS={cfg.MIN_STEPS} steps")
+    repeats = [run for run in runs if run.repeat]
+    if repeats:
+        print(f"noise: at C = {cfg.NOISE_BUDGET:g} (kaplan counting) every shape is trained with "
+              f"{cfg.NOISE_SEEDS} seeds, {len(repeats)} runs more")
 
     results = Path(cfg.OUT_DIR) / "results.jsonl"
     floor = baselines(train_tokens, val_tokens, cfg, meta["vocab_size"])

@@ -26,12 +26,12 @@ the aspect ratio d_model / n_layer? And at this fixed budget, will doubling N lo
 from common.config import load_config
 from common.exercises import print_measured
 from phase1_foundation.project4_scaling import config
-from phase1_foundation.project4_scaling.download_data import parse_shape
 from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, sweep
 from phase1_foundation.project4_scaling.model import non_embedding_parameters
+from phase1_foundation.project4_scaling.sweep import parse_shape
 
 # The exercise's budget and shapes; your own --NAME=value settings come after these, so they win.
-SETTINGS = ["--COUNTINGS=kaplan", "--BUDGETS=3e10", "--SHAPES=1x32,2x24,4x16,15x8"]
+SETTINGS = ["--COUNTINGS=kaplan", "--BUDGETS=3e10", "--SHAPES=1x32,2x24,4x16,15x8", "--NOISE_SEEDS=1"]
 SAME_N = 1.15  # the largest N over the smallest that still counts as "nearly equal"
 
 

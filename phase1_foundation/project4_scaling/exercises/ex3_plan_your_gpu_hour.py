@@ -4,9 +4,11 @@ An hour on a GPU is a compute budget: C = seconds x the GPU's peak FLOP/s x the 
 run keeps busy (model FLOPs utilisation, MFU). Chinchilla's closed form (planner.ChinchillaPlanner, Eq. 4)
 splits C into N_opt parameters and D_opt tokens. Plan the hour with each published set of constants
 (planner.PUBLISHED_SURFACES: the paper's printed fit, the same fit unrounded, Epoch AI's 2024 refit) and
-with your own, fitted to your sweep's results (chinchilla.fit_parametric on the kaplan counting's runs in
-OUT_DIR/results.jsonl, when there is one); for each, the shape planner.model_shape gives (d_model / n_layer
-= PLAN_ASPECT_RATIO, heads of HEAD_SIZE) and the minutes that shape takes on D_opt tokens at the same rate.
+with your own, fitted to your sweep's results (chinchilla.fit_parametric on the runs in
+OUT_DIR/results.jsonl, N counted as the constants count it: every parameter); for each, the shape
+planner.model_shape gives (d_model / n_layer = PLAN_ASPECT_RATIO, heads of HEAD_SIZE, every parameter
+counted, GPT-2's vocabulary and context by default: --VOCAB_SIZE, --CONTEXT) and the minutes that shape
+takes on D_opt tokens at the same rate.
 
     uv run python phase1_foundation/project4_scaling/exercises/ex3_plan_your_gpu_hour.py
     uv run python phase1_foundation/project4_scaling/exercises/ex3_plan_your_gpu_hour.py --GPU=A100
@@ -39,11 +41,12 @@ from common.exercises import print_measured
 from common.metrics import PEAK_TFLOPS
 from phase1_foundation.project4_scaling import chinchilla, config, planner
 from phase1_foundation.project4_scaling.exercises import own_settings
-from phase1_foundation.project4_scaling.model import non_embedding_parameters
 from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, Sweep, read_results
 
 SETTINGS = ["--PLAN_MINUTES=60"]  # your own --NAME=value settings come after this one, so they win
-OWN = {"GPU": "H100", "PEAK_TFLOPS": 0.0, "MFU": 0.3}  # the exercise's settings; PEAK_TFLOPS 0: from GPU
+# the exercise's settings; PEAK_TFLOPS 0: from GPU. A model of an hour of a GPU reads subwords: GPT-2's
+# vocabulary and context size its tables
+OWN = {"GPU": "H100", "PEAK_TFLOPS": 0.0, "MFU": 0.3, "VOCAB_SIZE": 50257, "CONTEXT": 1024}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -63,8 +66,13 @@ def main(argv: list[str] | None = None) -> dict:
     if results.is_file():
         rows = read_results(results, fields=SWEEP_FIELDS)
         rows = [row for row in rows if np.isfinite(float(row["val_loss"]))]
-        runs = Sweep.from_rows(rows, "kaplan")  # the counting the closed form and model_shape count in
-        surfaces["your sweep"] = chinchilla.fit_parametric(runs.n, runs.d, runs.loss)
+        planned = "chinchilla" if any(row["counting"] == "chinchilla" for row in rows) else "kaplan"
+        runs = Sweep.from_rows(rows, planned, counted_as="chinchilla")  # N as the constants count it
+        fit = chinchilla.fit_parametric(runs.n, runs.d, runs.loss)
+        if fit.problem:
+            print(f"your sweep's Approach 3 fit has no exponents to plan with: {fit.problem}")
+        else:
+            surfaces["your sweep"] = fit
         budgets = runs.budgets()
     else:
         print(f"no sweep at {results}: the plan uses the published constants only (train.py's sweep adds "
@@ -75,8 +83,9 @@ def main(argv: list[str] | None = None) -> dict:
         split = planner.ChinchillaPlanner(surface)
         compute, n_opt, d_opt = planner.plan_for_minutes(cfg.PLAN_MINUTES, peak, split,
                                                          utilisation=own["MFU"])
-        shape = planner.model_shape(n_opt, aspect_ratio=cfg.PLAN_ASPECT_RATIO, head_size=cfg.HEAD_SIZE)
-        n_shape = non_embedding_parameters(*shape)
+        shape = planner.model_shape(n_opt, own["VOCAB_SIZE"], own["CONTEXT"], cfg.PLAN_ASPECT_RATIO,
+                                    cfg.HEAD_SIZE)
+        n_shape = planner.all_parameters(*shape, own["VOCAB_SIZE"], own["CONTEXT"])
         plans[name] = {"a": surface.a, "n_opt": n_opt, "d_opt": d_opt, "shape": shape, "n_shape": n_shape,
                        "minutes": 6 * n_shape * d_opt / (peak * own["MFU"]) / 60}
     print(f"\n{cfg.PLAN_MINUTES:g} minutes on {device}: {peak:.3g} FLOP/s peak x MFU {own['MFU']:g} "
@@ -92,7 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
     published = [plans[name]["n_opt"] for name in planner.PUBLISHED_SURFACES]
     print(f"\nthe published constants alone disagree on N_opt by {max(published) / min(published):.2f}x "
           f"({min(published):.3g} to {max(published):.3g} parameters) for the same hour")
-    if budgets is not None:
+    if "your sweep" in plans:
         ours, paper = plans["your sweep"], plans["paper-rounded"]
         fitted, beyond = np.log10(budgets[-1] / budgets[0]), np.log10(compute / budgets[-1])
         print(f"your sweep's fit (a = {ours['a']:.2f}) asks for {ours['n_opt'] / paper['n_opt']:.3g}x the "

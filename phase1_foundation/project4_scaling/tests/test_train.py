@@ -2,14 +2,16 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from common.tokens import read_meta
 from phase1_foundation.project4_scaling import download_data, laws, planner, train
-from phase1_foundation.project4_scaling.download_data import Run, parse_shape, planned_runs
 from phase1_foundation.project4_scaling.model import GPTConfig, flops_per_token, non_embedding_parameters
+from phase1_foundation.project4_scaling.sweep import Run, affordable_runs, parse_shape, planned_runs
 from phase1_foundation.project4_scaling.train import EpochBatches, kaplan_learning_rate
 
 TIMING = ("wall_s", "tokens_per_s")  # the only fields two identical runs may disagree on
@@ -38,10 +40,11 @@ def without_timing(rows: list[dict]) -> list[dict]:
 def test_planned_runs_buy_d_equal_c_over_flops_per_token_in_each_counting():
     cfg = type("cfg", (), dict(COUNTINGS=("kaplan", "chinchilla"), BUDGETS=(1e9, 1e10),
                                CHINCHILLA_BUDGETS=(3e10,), SHAPES=("2x32", "1x16"), HEAD_SIZE=16,
-                               BLOCK_SIZE=16, BATCH_SIZE=4, MIN_STEPS=200))
+                               BLOCK_SIZE=16, BATCH_SIZE=4, MIN_STEPS=200, SEED=7, NOISE_BUDGET=1e8,
+                               NOISE_SEEDS=3))
     runs, too_short = planned_runs(cfg, vocab_size=100)
     every = runs + too_short
-    assert len(every) == 6
+    assert len(every) == 6 and all(run.seed == 7 and not run.repeat for run in every)
     for run in every:
         assert run.params == non_embedding_parameters(run.n_layer, run.n_embd)
         assert run.tokens == run.steps * 64
@@ -54,11 +57,18 @@ def test_planned_runs_buy_d_equal_c_over_flops_per_token_in_each_counting():
     assert [r.name for r in runs] == ["kaplan_1e9_1x16", "kaplan_1e10_1x16", "kaplan_1e10_2x32",
                                       "chinchilla_3e10_1x16", "chinchilla_3e10_2x32"]
     assert [r.name for r in too_short] == ["kaplan_1e9_2x32"] and too_short[0].steps < 200
+    # at NOISE_BUDGET, one of Kaplan's budgets, every shape again with NOISE_SEEDS - 1 more seeds
+    cfg.NOISE_BUDGET = 1e10
+    runs, _ = planned_runs(cfg, vocab_size=100)
+    assert [(r.name, r.seed) for r in runs if r.budget == 1e10 and r.counting == "kaplan"] == [
+        ("kaplan_1e10_1x16", 7), ("kaplan_1e10_1x16_seed8", 8), ("kaplan_1e10_1x16_seed9", 9),
+        ("kaplan_1e10_2x32", 7), ("kaplan_1e10_2x32_seed8", 8), ("kaplan_1e10_2x32_seed9", 9)]
+    assert len(runs) == 9 and sum(r.repeat for r in runs) == 4
 
 
 def test_a_run_that_would_read_the_text_too_often_is_left_out():
-    runs = [Run("kaplan", 1e9, 1, 16, 3312, 6 * 3312, steps, steps * 64) for steps in (10, 40)]
-    kept, too_long = download_data.affordable_runs(runs, train_tokens=1000, max_epochs=2.5)
+    runs = [Run("kaplan", 1e9, 1, 16, 3312, 6 * 3312, steps, steps * 64, seed=1) for steps in (10, 40)]
+    kept, too_long = affordable_runs(runs, train_tokens=1000, max_epochs=2.5)
     assert kept == runs[:1] and too_long == runs[1:]
 
 
@@ -120,6 +130,22 @@ def test_sweep_writes_one_row_per_run_in_each_counting(tiny, tmp_path):
         assert math.isfinite(row["val_loss"]) and row["val_loss"] < math.log(200)
 
 
+def test_the_noise_measurement_trains_each_shape_with_other_seeds_and_the_fits_leave_them_out(tiny, tmp_path):
+    rows = train.main(tiny + ["--NOISE_BUDGET=2e7", "--NOISE_SEEDS=2"])
+    repeats = [row for row in rows if row["repeat"]]
+    assert [row["name"] for row in repeats] == ["kaplan_2e7_1x16_seed1338", "kaplan_2e7_2x16_seed1338",
+                                                "kaplan_2e7_1x32_seed1338"]
+    by_name = {row["name"]: row for row in rows}
+    for row in repeats:  # the same point with another seed: the same N and D, another loss
+        first = by_name[row["name"].removesuffix("_seed1338")]
+        assert (row["params"], row["tokens"], row["seed"]) == (first["params"], first["tokens"], 1338)
+        assert row["val_loss"] != first["val_loss"]
+    assert laws.Sweep.from_rows(rows, "kaplan").loss.size == 6  # each point of the design once
+    deviations, points = laws.noise_of(rows)
+    assert sorted(points) == ["kaplan_2e7_1x16", "kaplan_2e7_1x32", "kaplan_2e7_2x16"]
+    assert deviations.size == 6 and np.allclose(deviations[::2], -deviations[1::2])
+
+
 def test_a_stopped_sweep_ends_with_the_same_results_file(tiny, tmp_path, monkeypatch, interrupt_at):
     uninterrupted = without_timing(train.main(tiny + [f"--OUT_DIR={tmp_path / 'whole'}"]))
 
@@ -173,6 +199,9 @@ def test_the_planner_turns_minutes_into_a_run_that_train_py_trains(tiny, tmp_pat
     settings = plan["command"].split()[4:]  # after "uv run python .../train.py"
     n_layer, d_model = plan["shape"]
     assert settings[0].startswith("--BUDGETS=") and settings[1] == f"--SHAPES={n_layer}x{d_model}"
-    assert float(settings[0].split("=")[1]) == pytest.approx(plan["compute"], rel=0.05)
     rows = train.main(tiny + settings)
     assert len(rows) == 1 and (rows[0]["n_layer"], rows[0]["d_model"]) == (n_layer, d_model)
+    # the command's budget, in train.py's kaplan counting, buys the planned shape D_opt tokens
+    assert abs(rows[0]["tokens"] - plan["d_opt"]) <= 0.005 * plan["d_opt"] + 32
+    data_dir = Path(tiny[1].split("=", 1)[1]) / "project4" / rows[0]["settings"]["data"]
+    assert plan["passes"] == pytest.approx(plan["d_opt"] / read_meta(data_dir)["train_tokens"])

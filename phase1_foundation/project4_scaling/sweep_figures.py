@@ -18,22 +18,29 @@ from phase1_foundation.project4_scaling.chinchilla import (
     isoflop_minimum,
     isoflop_parabola,
 )
+from phase1_foundation.project4_scaling.figure import new_figure, save_figure
 from phase1_foundation.project4_scaling.planner import ChinchillaPlanner
-from phase1_foundation.project4_scaling.plots import new_figure, save_figure
 from phase1_foundation.project4_scaling.results import Sweep
 
 N_LABEL = {"kaplan": "non-embedding parameters N", "chinchilla": "all parameters N (embeddings included)"}
 C_LABEL = {"kaplan": "C = 6ND FLOPs", "chinchilla": "C = App. F FLOPs"}
 
 
-def plot_isoflops(sweep: Sweep, path: Path) -> Path:
+def plot_isoflops(sweep: Sweep, path: Path, seeds: dict[tuple[float, float], list[float]] | None = None
+                  ) -> Path:
     """Loss against N at each budget of one counting, with each budget's parabola and, where it is trusted,
-    its minimum (Approach 2)."""
+    its minimum (Approach 2); where a point was trained with several seeds (`seeds`: (budget, N) -> their
+    losses), every seed's loss and a bar from the lowest to the highest."""
     fig = new_figure()
     ax = fig.add_subplot()
     for i, budget in enumerate(sweep.budgets()):
         n, loss, colour = sweep.n[sweep.budget == budget], sweep.loss[sweep.budget == budget], f"C{i % 10}"
         ax.scatter(n, loss, color=colour, label=f"C = {budget:.2g}")
+        spread = [(size, losses) for (at, size), losses in (seeds or {}).items() if at == budget]
+        for j, (size, losses) in enumerate(spread):
+            ax.vlines(size, min(losses), max(losses), color=colour, linewidth=1)
+            ax.scatter([size] * len(losses), losses, color=colour, marker="_", s=60,
+                       label=f"C = {budget:.2g}: {len(losses)} seeds, lowest to highest" if j == 0 else None)
         if len(np.unique(n)) < 3:
             continue
         parabola = isoflop_parabola(n, loss)
@@ -44,7 +51,7 @@ def plot_isoflops(sweep: Sweep, path: Path) -> Path:
             ax.plot(n_min, np.polyval(parabola, np.log(n_min)), "k*", markersize=12)
     ax.set(xscale="log", xlabel=N_LABEL[sweep.counting], ylabel="final validation loss (nats/token)",
            title=f"IsoFLOP curves, {sweep.counting} counting ({C_LABEL[sweep.counting]});\n"
-                 "stars: each parabola's minimum")
+                 "stars: each parabola's minimum (through the first seed's runs)")
     ax.legend(fontsize="small")
     return save_figure(fig, path)
 
@@ -58,14 +65,17 @@ def plot_allocation(allocations: dict[str, dict[str, Allocation]], surfaces: dic
     tokenizer), so each is drawn through the centre of our Approach 1 points. Approach 3's line is the
     closed form, which reads C as 6ND: under the chinchilla counting its slope is the paper's conversion.
     """
+    from matplotlib.ticker import NullFormatter  # matplotlib only when drawing (figure.py)
+
     fig = new_figure(11, 4.6 * len(allocations))
     for row, (counting, fits) in enumerate(allocations.items()):
         reference = fits["Approach 1"]
         compute = np.geomspace(reference.compute.min() / 2, reference.compute.max() * 2, 50)  # (50,)
         ours = {name: (fit.n_scale * compute**fit.a, fit.d_scale * compute**fit.b, fit.a, fit.b)
                 for name, fit in fits.items()}
-        n_opt, d_opt = ChinchillaPlanner(surfaces[counting]).get_optimal_params_and_tokens(compute)
-        ours["Approach 3"] = (n_opt, d_opt, surfaces[counting].a, surfaces[counting].b)
+        if not surfaces[counting].problem:  # an exponent not identified has no line to draw
+            n_opt, d_opt = ChinchillaPlanner(surfaces[counting]).get_optimal_params_and_tokens(compute)
+            ours["Approach 3"] = (n_opt, d_opt, surfaces[counting].a, surfaces[counting].b)
         for index, label in enumerate((f"N_opt ({N_LABEL[counting]})", "D_opt (tokens)")):
             ax = fig.add_subplot(len(allocations), 2, 2 * row + index + 1)
             for i, (name, line) in enumerate(ours.items()):
@@ -75,61 +85,71 @@ def plot_allocation(allocations: dict[str, dict[str, Allocation]], surfaces: dic
                 ax.plot(compute, line[index], color=f"C{i}", label=f"{name}: C^{line[2 + index]:.2f}")
             centre = np.exp(np.log((reference.n_opt, reference.d_opt)[index]).mean())
             centre_c = np.exp(np.log(reference.compute).mean())
-            for paper, exponents in PAPER_EXPONENTS.items():
-                slope = exponents[index]
-                ax.plot(compute, centre * (compute / centre_c) ** slope, ":", linewidth=1,
-                        color="black" if paper == "Kaplan" else "grey", label=f"{paper}: C^{slope:.2f}")
+            for paper, style in (("Kaplan", "--"), ("Chinchilla Approach 2", ":")):
+                slope = PAPER_EXPONENTS[paper][index]
+                ax.plot(compute, centre * (compute / centre_c) ** slope, style, linewidth=1.2, color="black",
+                        label=f"{paper.split()[0]}: C^{slope:.2f}")
             ax.set(xscale="log", yscale="log", xlabel=f"compute {C_LABEL[counting]}", ylabel=label,
                    title=f"{counting} counting")
+            for axis in (ax.xaxis, ax.yaxis):  # a factor of a few on a log axis: minor labels would collide
+                axis.set_minor_formatter(NullFormatter())
             ax.legend(fontsize="x-small")
-    fig.suptitle("Compute-optimal allocation: ours (colours) and the papers' slopes (dotted)")
+    fig.suptitle("Compute-optimal allocation: ours (colours) and the papers' slopes (black), drawn through "
+                 "the centre of our Approach 1 points")
     return save_figure(fig, path)
 
 
 def plot_parametric(sweeps: dict[str, Sweep], surfaces: dict[str, LossSurface], path: Path) -> Path:
     """Contours of each counting's fitted L(N, D), the runs, each budget's runs joined (an IsoFLOP line), and
     the efficient frontier where C = 6ND: the point of each line N·D = C/6 on the lowest contour it reaches.
-    Under the chinchilla counting the runs' IsoFLOP lines are App. F's, not N·D = C/6."""
+    Under the chinchilla counting the runs' IsoFLOP lines are App. F's, not N·D = C/6. A fit whose exponents
+    are not identified has no surface worth drawing: its panel shows the runs and says why."""
     fig = new_figure(6.4 * len(sweeps), 4.8)
     for index, (counting, sweep) in enumerate(sweeps.items()):
         surface = surfaces[counting]
         ax = fig.add_subplot(1, len(sweeps), index + 1)
         n = np.geomspace(sweep.n.min() / 3, sweep.n.max() * 3, 200)  # (200,)
         d = np.geomspace(sweep.d.min() / 3, sweep.d.max() * 3, 200)  # (200,)
-        grid_n, grid_d = np.meshgrid(n, d)  # (200, 200) each
-        contours = ax.contour(grid_n, grid_d, surface.loss(grid_n, grid_d), levels=15, cmap="viridis")
-        ax.clabel(contours, fontsize="x-small")
+        if surface.problem:
+            title = f"{counting} counting: Approach 3 not determined"
+            ax.text(0.03, 0.03, surface.problem.replace(": ", ":\n"), transform=ax.transAxes,
+                    fontsize="small", va="bottom")
+        else:
+            grid_n, grid_d = np.meshgrid(n, d)  # (200, 200) each
+            contours = ax.contour(grid_n, grid_d, surface.loss(grid_n, grid_d), levels=15, cmap="viridis")
+            ax.clabel(contours, fontsize="x-small")
+            compute = np.geomspace(6 * n[0] * d[0], 6 * n[-1] * d[-1], 50)
+            ax.plot(*ChinchillaPlanner(surface).get_optimal_params_and_tokens(compute), "r", linewidth=2,
+                    label="efficient frontier (C = 6ND)")
+            title = f"{counting} counting: fitted L(N, D), a = {surface.a:.2f}, b = {surface.b:.2f}"
         for i, budget in enumerate(sweep.budgets()):
             at = np.flatnonzero(sweep.budget == budget)
             at = at[np.argsort(sweep.n[at])]
             ax.plot(sweep.n[at], sweep.d[at], "--", color=f"C{i % 10}", linewidth=1,
                     label=f"C = {budget:.2g}")
-        compute = np.geomspace(6 * n[0] * d[0], 6 * n[-1] * d[-1], 50)
-        ax.plot(*ChinchillaPlanner(surface).get_optimal_params_and_tokens(compute), "r", linewidth=2,
-                label="efficient frontier (C = 6ND)")
         ax.scatter(sweep.n, sweep.d, color="black", s=10, label="runs")
         ax.set(xscale="log", yscale="log", xlim=(n[0], n[-1]), ylim=(d[0], d[-1]), xlabel=N_LABEL[counting],
-               ylabel="D (tokens)",
-               title=f"{counting} counting: fitted L(N, D), a = {surface.a:.2f}, b = {surface.b:.2f}")
-        ax.legend(fontsize="x-small")
+               ylabel="D (tokens)", title=title)
+        ax.legend(fontsize="x-small", loc="upper right")
     return save_figure(fig, path)
 
 
 def plot_loss_vs_compute(sweeps: dict[str, Sweep], surfaces: dict[str, LossSurface], path: Path) -> Path:
-    """Every run's final loss against the compute it spent, coloured by N, a panel per counting, and under
-    the kaplan counting the loss the fitted surface predicts on its efficient frontier. The closed form
-    reads C as 6ND, so it has no frontier on the chinchilla counting's axis of App. F FLOPs."""
+    """Every run's final loss against the compute it spent, coloured by N, a panel per counting; and, where
+    the counting's C is 6ND (the kaplan counting) and its Approach 3 fit is identified, the loss the fitted
+    surface predicts at each C's best split. That line is the surface's, not a run's: it can run below
+    every run where no run was trained at the split it calls best."""
     fig = new_figure(6.4 * len(sweeps), 4.8)
     for index, (counting, sweep) in enumerate(sweeps.items()):
         ax = fig.add_subplot(1, len(sweeps), index + 1)
         points = ax.scatter(sweep.flops, sweep.loss, c=np.log10(sweep.n), cmap="viridis")
         fig.colorbar(points, ax=ax, label="log10 N")
-        if counting == "kaplan":
+        surface = surfaces[counting]
+        if counting == "kaplan" and not surface.problem:
             compute = np.geomspace(sweep.flops.min(), sweep.flops.max(), 50)
-            surface = surfaces[counting]
             frontier = surface.loss(*ChinchillaPlanner(surface).get_optimal_params_and_tokens(compute))
-            ax.plot(compute, frontier, "r", label="Approach 3 frontier")
-            ax.legend()
+            ax.plot(compute, frontier, "r", label="Approach 3: the fitted surface at its best (N, D) per C")
+            ax.legend(fontsize="small")
         ax.set(xscale="log", xlabel=f"compute spent, {C_LABEL[counting]}",
                ylabel="final validation loss (nats/token)", title=f"{counting} counting: every run")
     return save_figure(fig, path)

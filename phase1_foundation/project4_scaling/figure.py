@@ -1,4 +1,5 @@
-"""The two helpers every figure of this chapter uses (laws.py's and emergence.py's)."""
+"""A blank figure, and saving it: the two helpers behind every figure of this chapter (sweep_figures.py's
+and emergence.py's)."""
 
 from pathlib import Path
 
