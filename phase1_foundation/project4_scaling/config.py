@@ -18,7 +18,8 @@ DATA_DIR = str(REPO_ROOT / "data")  # prepared corpora and token files
 # wiki-sample holds 499 distinct characters, 400 of them seen fewer than 50 times (0.07% of the text). As
 # tokens they would give a 1 x 8 model 4,000 embedding parameters beside 888 in its block.
 MIN_CHAR_COUNT = 50  # a rarer character becomes <unk>: 101 tokens instead of 501
-# PAPER: Muennighoff et al. 2023, §4: up to about 4 epochs, repeated data is worth almost as much as fresh
+# PAPER: Muennighoff et al. 2023 (abstract): up to about 4 epochs, repeated data is worth almost as much as
+# fresh. A cap, no more: D counts every token read, repeated or not, without their effective-data correction
 MAX_EPOCHS = 4.0  # a run may read the training text at most this many times
 
 # --- the sweep --------------------------------------------------------------------------------------------
@@ -86,15 +87,17 @@ EM_EVAL_SEED = 0  # draws the held-out problems: the same ones for every model, 
 EM_SEEDS = 3  # training seeds per model: SEED, SEED + 1, ...; the report gives each size's mean and range
 
 PRESETS = {
-    # Two CPU cores: 3 budgets under each counting, 34 runs, on the embedded corpus (time: README).
+    # Two CPU cores: 3 budgets under each counting and the noise measurement, on the embedded corpus
+    # (runs and time: README)
     "cpu": dict(),
     # A laptop GPU: three more decades of compute, to 1e14 FLOPs, and models to 6.3M parameters, on
-    # WikiText-103 (540M characters: the largest run's smallest models read 170M). Larger batches keep a GPU
+    # WikiText-103 (about 540M characters; at 1e14 the smallest shapes would read it more than MAX_EPOCHS
+    # times and are left out, 1 x 32 reading 1.3B, 2.4 passes: an estimate). Larger batches keep a GPU
     # busy; the runs are long enough in steps to afford them, and to take Kaplan's rule as printed. Not yet
     # timed on a GPU.
     "gpu": dict(
         CORPUS="wikitext-103", BUDGETS=(1e11, 1e12, 1e13, 1e14), CHINCHILLA_BUDGETS=(2e11, 2e12, 2e13, 2e14),
-        BLOCK_SIZE=128, BATCH_SIZE=32, LR_SCALE=1.0,
+        BLOCK_SIZE=128, BATCH_SIZE=32, LR_SCALE=1.0, NOISE_BUDGET=1e12,
         SHAPES=("1x16", "2x16", "1x32", "2x32", "2x48", "2x64", "3x64", "3x96", "4x128", "6x192", "8x256"),
         # emergence.py: nearly twice the sizes, closer around the jump, 4x the held-out problems; untimed
         EM_SHAPES=("1x8", "1x16", "2x24", "2x32", "2x40", "2x48", "2x56", "2x64", "2x72", "2x80", "2x96"),

@@ -9,9 +9,10 @@ no training of its own. Characters seen fewer than MIN_CHAR_COUNT times become <
 stays small beside the tiny models of the cpu sweep.
 
 A scaling law is a law of data the model has not seen before. Repeating a little costs almost nothing: up to
-about four epochs, repeated tokens were worth nearly as much as fresh ones (Muennighoff et al. 2023, §4).
-So runs may read the training text up to MAX_EPOCHS times, and this script lists what the sweep will ask for:
-the tokens of its longest run against the tokens there are.
+about four epochs, repeated tokens were worth nearly as much as fresh ones (Muennighoff et al. 2023,
+abstract). So runs may read the training text up to MAX_EPOCHS times, a cap and no more: D counts every token
+read, without their correction for what repeated tokens are worth. This script lists what the sweep will ask
+for: the tokens of its longest run against the tokens there are.
 """
 
 from pathlib import Path

@@ -57,6 +57,7 @@ from phase1_foundation.project4_scaling.results import (
 )
 from phase1_foundation.project4_scaling.sweep_figures import (
     plot_allocation,
+    plot_chinchilla_runs,
     plot_isoflops,
     plot_loss_vs_compute,
     plot_parametric,
@@ -213,9 +214,9 @@ def read_chinchilla_runs(path: Path = CHINCHILLA_RUNS) -> Sweep:
     return Sweep("chinchilla", compute, n, compute / (6 * n), compute, loss)
 
 
-def fit_chinchilla_runs(resamples: int) -> dict:
+def fit_chinchilla_runs(resamples: int, out_dir: Path) -> dict:
     """Approach 3 on Chinchilla's own runs, with a residual bootstrap, beside Besiroglu et al.'s fit and
-    the paper's."""
+    the paper's; and the runs with each fit's frontier, drawn into out_dir."""
     sweep = read_chinchilla_runs()
     surface = fit_parametric(sweep.n, sweep.d, sweep.loss)
     numbers = exponents_of(surface) | {"E": surface.E, "A": surface.A, "B": surface.B,
@@ -230,7 +231,10 @@ def fit_chinchilla_runs(resamples: int) -> dict:
     print(f"a = beta/(alpha+beta): ours {with_interval(numbers, 'a')}; Besiroglu et al. "
           f"{PUBLISHED_SURFACES['epoch-2024'].a:.3f}; the paper's Table 2 "
           f"{PAPER_EXPONENTS['Chinchilla Approach 3'][0]}")
-    return {"chinchilla-runs": numbers, "runs": len(sweep.loss)}
+    published = {name: PUBLISHED_SURFACES[name] for name in ("epoch-2024", "paper-unrounded")}
+    figure = plot_chinchilla_runs(sweep, surface, published, out_dir / "chinchilla_runs.png")
+    print(f"\nplot: {figure}")
+    return {"chinchilla-runs": numbers, "runs": len(sweep.loss), "plots": [figure]}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -240,7 +244,7 @@ def main(argv: list[str] | None = None) -> dict:
     ("crossed"), the noise, and the plots (and the plan)."""
     cfg = load_config(config, argv)
     if cfg.DATA == "chinchilla":
-        return fit_chinchilla_runs(cfg.RESAMPLES)
+        return fit_chinchilla_runs(cfg.RESAMPLES, Path(cfg.OUT_DIR))
     if cfg.DATA != "sweep":
         raise SystemExit(f"error: unknown --DATA={cfg.DATA}; choose sweep (your runs in OUT_DIR) or "
                          "chinchilla")

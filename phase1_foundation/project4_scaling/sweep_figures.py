@@ -153,3 +153,24 @@ def plot_loss_vs_compute(sweeps: dict[str, Sweep], surfaces: dict[str, LossSurfa
         ax.set(xscale="log", xlabel=f"compute spent, {C_LABEL[counting]}",
                ylabel="final validation loss (nats/token)", title=f"{counting} counting: every run")
     return save_figure(fig, path)
+
+
+def plot_chinchilla_runs(sweep: Sweep, surface: LossSurface, published: dict[str, LossSurface],
+                         path: Path) -> Path:
+    """Chinchilla's runs where the paper's Figure 4 drew them, N against C coloured by their loss, with the
+    efficient frontier N_opt(C) of our fit to them and of the published fits."""
+    fig = new_figure(7.2, 4.8)
+    ax = fig.add_subplot()
+    points = ax.scatter(sweep.flops, sweep.n, c=sweep.loss, cmap="viridis_r", s=14)
+    fig.colorbar(points, ax=ax, label="final loss (nats/token)")
+    compute = np.geomspace(sweep.flops.min(), sweep.flops.max(), 50)  # (50,)
+    lines = {f"our fit to these runs: a = {surface.a:.2f}": (surface, "r", "-", 5)}  # wide: others lie on it
+    lines |= {f"{name}: a = {fit.a:.2f}": (fit, "black", style, 2)
+              for (name, fit), style in zip(published.items(), ("--", ":"), strict=True)}
+    for label, (fit, colour, style, width) in lines.items():
+        n_opt, _ = ChinchillaPlanner(fit).get_optimal_params_and_tokens(compute)
+        ax.plot(compute, n_opt, style, color=colour, linewidth=width, alpha=0.8, label=label)
+    ax.set(xscale="log", yscale="log", xlabel="training FLOPs C", ylabel="parameters N",
+           title=f"Chinchilla's runs ({sweep.loss.size}) and the efficient frontier N_opt ∝ C^a")
+    ax.legend(fontsize="small")
+    return save_figure(fig, path)

@@ -286,11 +286,11 @@ def test_approach_3_says_when_its_exponents_are_not_identified():
         sweep.n, sweep.d, TRUE.loss(sweep.n, sweep.d)).problem
 
 
-def test_approach_3_on_chinchillas_own_runs_lands_on_besiroglu_et_als_refit(capsys):
+def test_approach_3_on_chinchillas_own_runs_lands_on_besiroglu_et_als_refit(capsys, tmp_path):
     """PAPER: Besiroglu et al. 2024 refit the 240 runs (Huber δ = 1e-3 on log L, L-BFGS): α 0.348, β 0.366,
     so a = β/(α+β) = 0.513. The tolerance: α and β within 0.03, a within 0.05 (the runs were read off a
     plot; the fit is theirs, made with another grid and optimizer)."""
-    numbers = laws.main(["--DATA=chinchilla", "--RESAMPLES=4"])
+    numbers = laws.main(["--DATA=chinchilla", "--RESAMPLES=4", f"--OUT_DIR={tmp_path}"])
     fit, epoch = numbers["chinchilla-runs"], planner.PUBLISHED_SURFACES["epoch-2024"]
     assert numbers["runs"] == 240 and fit["problem"] is None
     assert fit["alpha"] == pytest.approx(epoch.alpha, abs=0.03)
@@ -300,6 +300,8 @@ def test_approach_3_on_chinchillas_own_runs_lands_on_besiroglu_et_als_refit(caps
     assert fit["interval"]["a"].resamples == 4
     printed = capsys.readouterr().out
     assert "240 of Hoffmann et al.'s runs" in printed and "(4/4)" in printed
+    assert [path.name for path in numbers["plots"]] == ["chinchilla_runs.png"]
+    assert numbers["plots"][0].read_bytes().startswith(b"\x89PNG")
 
 
 PAPER_A3 = chinchilla.PAPER_EXPONENTS["Chinchilla Approach 3"][0]
