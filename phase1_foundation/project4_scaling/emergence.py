@@ -22,39 +22,30 @@ C = 6·N·D (N non-embedding parameters, D tokens: the rule of Kaplan et al. 202
 also counts). EmergenceEvaluator (evaluate.py) then scores each model on the same held-out problems, never
 drawn for training, with exact match, per-digit accuracy, token edit distance and the log-likelihood of the
 correct completion, and with the two estimates of exact match: the per-digit accuracy to the L-th power and
-the product of each answer position's accuracy. emergence.png draws the metrics against N and against FLOPs.
+the product of each answer position's accuracy. emergence.png draws the four metrics against N (FLOPs on
+the top axis), every seed and their mean; scratchpad.png the two variants' exact match and each answer
+digit's accuracy.
 
 Every size trains EM_SEEDS times, with seeds SEED, SEED + 1, ...: a seed sets the first weights and the
 order of the training problems, never the held-out problems (EM_EVAL_SEED draws those, so every model
 answers the same ones). One seed is not enough, because where a size learns the task is partly luck; the
-report and the plots give each size's mean over the seeds and their range.
+report gives each size's mean over the seeds and their range, and the plots draw every seed.
 
 The scratchpad variant (Nye et al. 2021) writes the column sums before the answer, units first, each with
 its carry. It trains at equal compute (the same tokens per model, so fewer problems: its lines are longer),
-and scratchpad.png compares the exact match of the two variants' final answers. Wei et al. report that a
-scratchpad let 8-digit addition emerge at 40M parameters (8.9e19 FLOPs); chain-of-thought prompting helping
-only from about 1e23 FLOPs is a finding about large pretrained models prompted few-shot (Wei et al. 2022b),
-not about models trained on the steps, as here. ("Let's think step by step" is zero-shot chain of thought,
-Kojima et al. 2022, a third thing.)
+and scratchpad.png compares the two variants' final answers. Wei et al. (Table 1) report that a scratchpad
+let 8-digit addition emerge at 40M parameters (8.9e19 FLOPs), in models fine-tuned on scratchpad traces (Nye
+et al. 2021): trained on the task's steps, the closest of their results to this chapter's models.
+Chain-of-thought prompting helping only from about 1e23 FLOPs is a finding about large pretrained models
+prompted few-shot (Wei et al. 2022b), not about models trained on the steps, as here. ("Let's think step
+by step" is zero-shot chain of thought, Kojima et al. 2022, a third thing.)
 
 One exemplar (EM_SHOTS = 1), not several: model.py learns absolute positions, so each exemplar's slot is a
 new set of positions where the addition has to be learned again. While choosing these settings, with three
 exemplars no model up to 150k parameters learned the last two digits in 1.5M tokens; with one, models of
 57k and 100k did in 1M.
 
-What the cpu preset measured (six sizes, two variants, three seeds: 36 models, 5.1 minutes of training and
-scoring on two idle CPU cores): plain exact match stayed at 0.012 or less in all nine runs up to 25k
-parameters; above that each seed jumped at its own size, seed 1338 at 57k (0.784), seeds 1337 and 1339 at 100k
-(0.970, 0.980), and seed 1338's 100k model fell back to 0.070, seed 1339's 224k model to 0.776. The means over
-the seeds, 0.267, 0.673 and 0.920 at 57k, 100k and 224k, rise more gently than any one run. Below the jump the
-continuous metrics showed what exact match hid: from 3.3k parameters on the models got the first digit right
-98% of the time or more and the second 81-97%, while the last two stayed at chance (0.1); per-digit accuracy^4
-(0.071 at 3.3k) overstated exact match (0.008), and the product of the four positions' accuracies stayed
-within 0.017 of it in every plain run (emergence_length.png). But where a run jumped, p itself jumped with it
-(per-digit accuracy 0.52-0.54 -> 0.94-0.995): Schaeffer et al.'s argument starts from a per-token p that rises
-smoothly, and here the last two digits went from chance to right in one step of size. The scratchpad moved the
-jump to between 3.3k (0.091 mean exact match) and 25k parameters (0.951), in every seed (0.920-0.982 at 25k);
-it did nothing at 888 parameters (0.003 against plain's 0.005).
+What the cpu preset measured, and how to read it: the README's section "Emergence on models you train".
 
 Results go to OUT_DIR/emergence.jsonl, one line per (variant, size, seed), the file rewritten after each
 model; a rerun with the same settings skips the finished ones, so Ctrl-C loses only the model in training,

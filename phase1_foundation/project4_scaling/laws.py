@@ -83,8 +83,9 @@ def fit_sweep(sweep: Sweep, deviations: np.ndarray, resamples: int) -> tuple[dic
     surface = fit_parametric(sweep.n, sweep.d, sweep.loss)
     allocations = {"Approach 1": approach1(sweep), "Approach 2": approach2(sweep)}
     numbers = {name: fit.exponents() for name, fit in allocations.items()}
-    numbers["Approach 2"] |= {"flagged": allocations["Approach 2"].flagged,
-                              "used": len(allocations["Approach 2"].compute)}
+    second = allocations["Approach 2"]
+    numbers["Approach 2"] |= {"flagged": second.flagged, "used": len(second.compute),
+                              "compute": second.compute.tolist(), "n_opt": second.n_opt.tolist()}
     # Under the chinchilla counting too, a = β/(α+β) and b = α/(α+β): that is how the paper converts its fit
     # (§3.3), by the closed form for C = 6ND, although its N counts every parameter and its C is App. F's.
     numbers["Approach 3"] = exponents_of(surface) | {"E": surface.E, "A": surface.A, "B": surface.B,
@@ -129,8 +130,10 @@ def report_counting(counting: str, numbers: dict) -> None:
     kaplan_a, kaplan_b = PAPER_EXPONENTS["Kaplan"]
     print(f"{'':<72}{kaplan_a:.2f} / {kaplan_b:.2f} (Kaplan)")
     second = numbers["Approach 2"]
+    minima = ", ".join(f"{n:,.0f} at {c:.3g}"
+                       for c, n in zip(second["compute"], second["n_opt"], strict=True))
     print(f"Approach 2: from {second['used']} budget{'' if second['used'] == 1 else 's'} with interior minima"
-          f"{' (two needed for an exponent)' if second['used'] < 2 else ''}")
+          f"{' (two needed for an exponent)' if second['used'] < 2 else ''}: N_opt {minima or 'none'}")
     for budget, problem in second["flagged"].items():
         print(f"Approach 2 left out C = {budget:.3g}: {problem}")
     report_surface(numbers["Approach 3"], conversion=counting == "chinchilla")

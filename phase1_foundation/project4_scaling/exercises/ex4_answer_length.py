@@ -4,9 +4,11 @@ Wei et al. read an ability's "threshold" off exact match: the scale where it lea
 answer that exact match over an answer of L tokens is about p^L, so the threshold depends on L as much as on
 the model. Test it without training anything new: score the chapter's addition models (emergence.py's plain
 variant) as if the answers were shorter. The share of answers whose first l digits are all right is exact
-match on an l-digit task read off the same generations (emergence.jsonl's `prefix_exact_match`). For each l,
-find the smallest model size whose exact match, the mean over its seeds, reaches THRESHOLD, and set each
-run's measured exact match beside the product of its first l positions' accuracies, Schaeffer's estimate.
+match on an l-digit task read off the same generations (emergence.jsonl's `prefix_exact_match`; at l = 4 it
+counts an answer followed by a fifth digit as right, where emergence.py's exact match, string equality, does
+not). For each l, find the smallest model size whose exact match, the mean over its seeds, reaches
+THRESHOLD, and set each run's measured exact match beside the product of its first l positions' accuracies:
+Schaeffer et al.'s p^L, with each position's own p.
 
     uv run python phase1_foundation/project4_scaling/emergence.py              # first, if not run yet
     uv run python phase1_foundation/project4_scaling/exercises/ex4_answer_length.py
