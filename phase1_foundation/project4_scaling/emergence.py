@@ -271,6 +271,12 @@ def report(rows: list[dict], length: int) -> list[dict]:
              if variant == "scratchpad" and ("plain", shape) in by_key]
     if gains:
         print(f"scratchpad minus plain, mean exact match at equal compute: {', '.join(gains)}")
+    print(f"\neach run, answer digit by digit (accuracy of each of the {length} positions, from the left):")
+    print(f"{'variant':<11}{'shape':>6}{'seed':>6}{'exact':>7}{'digit':>7}{'loglik':>8}  positions")
+    for row in rows:
+        print(f"{row['variant']:<11}{row['shape']:>6}{row['seed']:>6}{row['exact_match']:>7.3f}"
+              f"{row['per_digit']:>7.3f}{row['log_likelihood']:>8.2f}  "
+              + " ".join(f"{accuracy:.3f}" for accuracy in row["digit_accuracy"]))
     minutes = sum(row["seconds"] for row in rows) / 60
     print(f"{len(rows)} models, {minutes:.1f} min of training and scoring (the sum of the models' times)")
     return summaries
