@@ -38,7 +38,8 @@ class Interval:
         count = f"{self.succeeded}/{self.resamples}"
         if not self.determined:
             return f"not determined ({count})"
-        return f"[{self.low:.2f}, {self.high:.2f}] ({count})"
+        low, high = (f"{value:.2f}".replace("-0.00", "0.00") for value in (self.low, self.high))
+        return f"[{low}, {high}] ({count})"
 
 
 def bootstrap(sweep: Sweep, estimate: Callable[[Sweep], dict[str, float]], deviations: np.ndarray,
@@ -48,6 +49,8 @@ def bootstrap(sweep: Sweep, estimate: Callable[[Sweep], dict[str, float]], devia
     replacement, from `deviations` (the measured noise in ln L: seeds' spread, or a fit's residuals)."""
     rng = np.random.default_rng(seed)
     deviations = np.asarray(deviations, dtype=float)
+    if deviations.size == 0:  # no measured noise: nothing to resample, so no interval
+        return {key: Interval(np.nan, np.nan, 0, resamples) for key in estimate(sweep)}
     draws: dict[str, list[float]] = {}
     for _ in range(resamples):
         noise = rng.choice(deviations, size=sweep.loss.size)  # (runs,)

@@ -13,6 +13,7 @@ against Kaplan's 0.73; bootstrap.py says how sure a sweep this small can be of i
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from scipy.ndimage import minimum_filter
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
@@ -30,7 +31,7 @@ HUBER_DELTA = 1e-3  # PAPER: Chinchilla App. D.2
 # Approach 3's search: every (α, β) on this grid, each with the (E, A, B) that fits best there (a linear
 # solve); L-BFGS then starts from the best few. The paper's grid of starts (App. D.2) spans 0 to 2 for both.
 EXPONENT_GRID = np.round(np.arange(0.02, 2.501, 0.02), 2)  # α and β: 125 values each, 15,625 pairs
-REFINED_STARTS = 3  # L-BFGS starts: the grid's best (α, β) pairs, each with its (E, A, B)
+REFINED_STARTS = 3  # L-BFGS starts: the best (α, β) of the grid's best valleys, each with its (E, A, B)
 
 
 # ---- Approaches 1 and 2: one compute-optimal point per budget ----------------------------------------------
@@ -109,6 +110,14 @@ def isoflop_minimum(x, loss, quantity: str = "N") -> tuple[float, str | None]:
     return x_min, None
 
 
+def compute_at(n, flops, n_opt: float) -> float:
+    """The compute C of a budget's optimum, as the sweep counts it. Runs planned under the sweep's own
+    counting all spent C (within half a step); counted the other way, a budget's runs spend more or less
+    with their size, so C is read off the line through their log C against log N, at N_opt."""
+    slope, intercept = np.polyfit(np.log(n), np.log(flops), 1)
+    return float(np.exp(intercept + slope * np.log(n_opt)))
+
+
 def approach2(sweep: Sweep) -> Allocation:
     """Chinchilla Approach 2: through each budget's final losses, a parabola in log N whose minimum is
     N_opt(C), and one in log D whose minimum is D_opt(C).
@@ -131,8 +140,8 @@ def approach2(sweep: Sweep) -> Allocation:
             d_opt, problem = isoflop_minimum(sweep.d[at], sweep.loss[at], "D")
         if problem:
             flagged[float(budget)] = problem
-        else:  # C as the sweep counts it: the budget itself, or, for runs counted another way, their mean
-            used.append((np.exp(np.log(sweep.flops[at]).mean()), n_opt, d_opt))
+        else:
+            used.append((compute_at(sweep.n[at], sweep.flops[at], n_opt), n_opt, d_opt))
     compute, n_opt, d_opt = np.array(used, dtype=float).reshape(-1, 3).T
     return fit_allocation(compute, n_opt, d_opt, flagged)
 
@@ -197,7 +206,8 @@ def _huber_and_gradient(params, log_n, log_d, log_loss) -> tuple[float, np.ndarr
 
 
 def grid_starts(n, d, loss, count: int = REFINED_STARTS) -> np.ndarray:
-    """The `count` best points of a search over (α, β), as L-BFGS starts in (ln A, ln B, ln E, α, β).
+    """The best points of the `count` best valleys of a search over (α, β), as L-BFGS starts in
+    (ln A, ln B, ln E, α, β), best first.
 
     For fixed α and β the surface E + A·N^-α + B·D^-β is linear in (E, A, B), so every pair of the grid gets
     the (E, A, B) that fits best by least squares in L, one small linear solve each (variable projection);
@@ -224,8 +234,11 @@ def grid_starts(n, d, loss, count: int = REFINED_STARTS) -> np.ndarray:
         predicted = e[..., None] + a[..., None] * x[:, None, :] + b[..., None] * y[None, :, :]
         score = _huber(np.log(predicted) - np.log(loss)).sum(axis=-1)  # (k, k)
     score[~((e > 0) & (a > 0) & (b > 0)) | ~np.isfinite(score)] = np.inf
-    best = np.argsort(score, axis=None)[:count]
-    i, j = np.unravel_index(best[np.isfinite(score.ravel()[best])], score.shape)
+    # the best point of each valley of the grid, so that the starts are not neighbours in one valley
+    valleys = np.isfinite(score) & (score == minimum_filter(score, size=3, mode="nearest"))
+    i, j = np.nonzero(valleys)
+    order = np.argsort(score[i, j])[:count]
+    i, j = i[order], j[order]
     alpha, beta = EXPONENT_GRID[i], EXPONENT_GRID[j]
     # each column was divided by its largest entry, N_min^-α (D_min^-β): A = (its coefficient) · N_min^α
     log_a = np.log(a[i, j]) + alpha * np.log(np.min(n))
@@ -235,12 +248,13 @@ def grid_starts(n, d, loss, count: int = REFINED_STARTS) -> np.ndarray:
 
 def fit_parametric(n, d, loss, start: LossSurface | None = None) -> LossSurface:
     """Chinchilla Approach 3: E + A/N^α + B/D^β fitted to every run as App. D.2 does it, minimising the
-    Huber loss (δ = 1e-3) of log L with L-BFGS, from the best few points of a search over (α, β)
-    (grid_starts), keeping the best fit; with `start`, from that surface only (the learn task's check).
+    Huber loss (δ = 1e-3) of log L with L-BFGS from the best point of each of the grid's best valleys over
+    (α, β) (grid_starts), keeping the best fit; with `start`, from that surface only (the learn task's check).
 
     The paper starts L-BFGS from each of a grid of 4,500 points. A fit started from one point, however good,
     can stay in that point's valley; the search scores every (α, β) of EXPONENT_GRID with its best (E, A, B),
-    so each fit, the bootstrap's refits included, starts where the whole grid says.
+    so each fit, the bootstrap's refits included, starts where the whole grid says. When the grid's best
+    pair lies on its edge, the best fit may lie beyond the grid, and the result says so.
 
     The Huber loss is tiny (δ · |residual| per run, about 1e-5), so the stopping tolerances are set far below
     their defaults: Besiroglu et al. 2024 (arXiv 2404.10102) traced the paper's own fit to an optimizer that
@@ -252,8 +266,8 @@ def fit_parametric(n, d, loss, start: LossSurface | None = None) -> LossSurface:
     if start is None:
         starts = grid_starts(n, d, loss)
         if len(starts) == 0:
-            return LossSurface(np.nan, np.nan, np.nan, np.nan, np.nan, problem="no (α, β) on the grid gives "
-                               "a surface with positive E, A and B")
+            return LossSurface(np.nan, np.nan, np.nan, np.nan, np.nan, problem="no (alpha, beta) on the grid "
+                               "gives a surface with positive E, A and B")
     else:
         starts = [(np.log(start.A), np.log(start.B), np.log(start.E), start.alpha, start.beta)]
     best = None
@@ -266,15 +280,21 @@ def fit_parametric(n, d, loss, start: LossSurface | None = None) -> LossSurface:
     with np.errstate(over="ignore"):  # a degenerate fit (a huge α with ln A to match) gives A = inf
         surface = LossSurface(E=float(np.exp(e)), A=float(np.exp(a)), B=float(np.exp(b)), alpha=float(alpha),
                               beta=float(beta))
-    return replace(surface, problem=identification_problem(surface, n, d))
+    edge = None
+    if start is None and not all(EXPONENT_GRID[0] < value < EXPONENT_GRID[-1] for value in starts[0][3:]):
+        edge = (f"the grid's best (alpha, beta) = ({starts[0][3]:g}, {starts[0][4]:g}) lies on its edge: the "
+                "best fit may lie beyond it; not identified")
+    return replace(surface, problem=edge or identification_problem(surface, n, d, loss))
 
 
-def identification_problem(surface: LossSurface, n, d) -> str | None:
+def identification_problem(surface: LossSurface, n, d, loss) -> str | None:
     """Why the fitted exponents say nothing, or None.
 
     An exponent outside the grid searched (a fit that ran off to α = 35, say, where A/N^α is a step between
-    two sizes) describes the runs no better than any larger value would; and a term that changes the loss
-    by less than the Huber δ across the runs leaves its exponent free (the data cannot see it).
+    two sizes) describes the runs no better than any larger value would; a term that changes the loss by
+    less than the Huber δ across the runs leaves its exponent free (the data cannot see it); and a floor E
+    that fell to nearly 0 left the two power laws to carry all of the loss, which they can then trade
+    against each other.
     """
     low, high = EXPONENT_GRID[0], EXPONENT_GRID[-1]
     for name, value in (("alpha", surface.alpha), ("beta", surface.beta)):
@@ -285,4 +305,6 @@ def identification_problem(surface: LossSurface, n, d) -> str | None:
                                  ("beta", "D", surface.B / np.asarray(d, dtype=float) ** surface.beta)):
         if np.ptp(term) < HUBER_DELTA * mean_loss:
             return f"the {quantity} term moves the loss by under 0.1% across the runs: {name} not identified"
+    if surface.E < 0.01 * np.min(loss):
+        return f"E = {surface.E:.2g}, no floor under the loss: alpha and beta not identified"
     return None

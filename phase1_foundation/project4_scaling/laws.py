@@ -26,8 +26,8 @@ counting's sweep the two papers' questions, each answered in a file named after 
   apart.
 
 Then planning (planner.py): ChinchillaPlanner splits a budget by Chinchilla's closed form, from the paper's
-constants, a replication's, or the kaplan counting's own fit; plan_for_minutes starts from the minutes you
-can spend. The figures are sweep_figures.py's.
+constants, a replication's, or the sweep's own fit in every parameter; plan_for_minutes starts from the
+minutes you can spend. The figures are sweep_figures.py's.
 """
 
 from pathlib import Path
@@ -92,7 +92,7 @@ def fit_sweep(sweep: Sweep, deviations: np.ndarray, resamples: int) -> tuple[dic
                                                      "problem": surface.problem}
     estimates = {
         "Approach 1": lambda s: approach1(s).exponents(),
-        "Approach 2": lambda s: approach2(s).exponents(),
+        "Approach 2": approach2_refit(len(second.compute)),
         "Approach 3": lambda s: exponents_of(fit_parametric(s.n, s.d, s.loss)),
     }
     if surface.problem:  # no exponents to put an interval around
@@ -104,6 +104,33 @@ def fit_sweep(sweep: Sweep, deviations: np.ndarray, resamples: int) -> tuple[dic
     if sweep.counting == "kaplan" and sweep.counted_as == "kaplan":  # Kaplan's laws are in Kaplan's N
         numbers |= fit_kaplan_laws(sweep)
     return numbers, allocations, surface
+
+
+def approach2_refit(budgets: int):
+    """Approach 2 as the bootstrap refits it: a refit that lost one of the `budgets` the fit used (its
+    parabola's minimum left the sizes) gave no exponent, rather than one from fewer budgets."""
+    def estimate(sweep: Sweep) -> dict[str, float]:
+        fit = approach2(sweep)
+        return fit.exponents() if len(fit.compute) == budgets else {"a": np.nan, "b": np.nan}
+
+    return estimate
+
+
+def on_shared_budgets(planned: Sweep, counted: Sweep, deviations: np.ndarray, resamples: int) -> dict:
+    """Approach 2's a under both countings on the budgets where both have an interior minimum, when one
+    counting lost a budget the other kept: the same runs and budgets, only the counting differs. {} when
+    both used the same budgets (the table says it already) or share fewer than two."""
+    used = [set(planned.budgets()) - set(approach2(sweep).flagged) for sweep in (planned, counted)]
+    shared = used[0] & used[1]
+    if used[0] == used[1] or len(shared) < 2:
+        return {}
+    runs = np.isin(planned.budget, sorted(shared))
+    fits = {}
+    for sweep in (planned.take(runs), counted.take(runs)):
+        fits[sweep.counted_as] = approach2(sweep).exponents()
+        fits[sweep.counted_as]["interval"] = bootstrap(sweep, approach2_refit(len(shared)), deviations,
+                                                       resamples)
+    return fits | {"budgets": sorted(shared)}
 
 
 def with_interval(fit: dict, key: str) -> str:
@@ -179,6 +206,11 @@ def report(numbers: dict[str, dict], crossed: dict[str, dict], resamples: int, n
             used = fits["Approach 2"]["used"]
             second = f"{with_interval(fits['Approach 2'], 'a')}, {used} budget{'s' * (used != 1)}"
             print(f"{planned:<20}{counted_as:<16}{second:<44}{with_interval(fits['Approach 3'], 'a')}")
+        shared = crossed[planned].get("shared", {})
+        if shared:
+            print(f"{planned:<20}on the {len(shared['budgets'])} budgets both countings can use "
+                  f"({', '.join(f'{b:.3g}' for b in shared['budgets'])}), Approach 2: "
+                  + "; ".join(f"{c} {with_interval(shared[c], 'a')}" for c in COUNTINGS))
 
 
 def noise_of(rows: list[dict]) -> tuple[np.ndarray, dict[str, list[float]]]:
@@ -198,13 +230,17 @@ def seed_spread(rows: list[dict], counting: str, repeated: dict[str, list[float]
     """The repeated points of one counting as the IsoFLOP figure places them: (budget, N) -> the losses."""
     by_name, n_key = {row["name"]: row for row in rows}, COUNTING_COLUMNS[counting][0]
     return {(float(by_name[name]["budget"]), float(by_name[name][n_key])): losses
-            for name, losses in repeated.items() if by_name[name]["counting"] == counting}
+            for name, losses in repeated.items() if name in by_name and by_name[name]["counting"] == counting}
 
 
 def residuals(sweep: Sweep) -> np.ndarray:
-    """ln L minus the Approach 3 surface's prediction, run by run: the noise when no seeds were repeated."""
+    """ln L minus the Approach 3 surface's prediction, run by run, scaled by √(n / (n - 5)) for the five
+    constants fitted: the noise when no seeds were repeated; empty when there is no surface to subtract."""
     surface = fit_parametric(sweep.n, sweep.d, sweep.loss)
-    return np.log(sweep.loss) - np.log(surface.loss(sweep.n, sweep.d))
+    residual = np.log(sweep.loss) - np.log(surface.loss(sweep.n, sweep.d))
+    if not np.all(np.isfinite(residual)) or residual.size <= 5:
+        return np.array([])
+    return residual * np.sqrt(residual.size / (residual.size - 5))
 
 
 def read_chinchilla_runs(path: Path = CHINCHILLA_RUNS) -> Sweep:
@@ -273,9 +309,10 @@ def main(argv: list[str] | None = None) -> dict:
     deviations, repeated = noise_of(rows)
     if len(deviations):
         noise = f"each loss moved by one of the {len(deviations)} seed deviations of {len(repeated)} points"
-        print(f"noise: {len(repeated)} points trained with {max(map(len, repeated.values()))} seeds; a run's "
-              f"ln L deviates from its point's mean by {np.std(deviations):.3f} (root mean square), the "
-              f"largest {np.abs(deviations).max():.3f}")
+        seeds = max(map(len, repeated.values()))
+        print(f"noise: {len(repeated)} points trained with {seeds} seeds; one run's ln L scatters by "
+              f"{np.std(deviations):.3f} (standard deviation, from the deviations from each point's mean "
+              f"scaled by sqrt(k/(k-1))), the largest deviation {np.abs(deviations).max():.3f}")
         for point, losses in repeated.items():
             print(f"  {point:<24}" + "".join(f"{loss:8.3f}" for loss in losses)
                   + f"   highest - lowest {max(losses) - min(losses):.3f}")
@@ -286,8 +323,9 @@ def main(argv: list[str] | None = None) -> dict:
         fits[counting] = fit_sweep(sweep, deviations if len(deviations) else residuals(sweep), cfg.RESAMPLES)
         other = next(name for name in COUNTINGS if name != counting)
         counted = Sweep.from_rows(rows, counting, counted_as=other)
-        crossed[counting] = fit_sweep(counted, deviations if len(deviations) else residuals(counted),
-                                      cfg.RESAMPLES)[0]
+        scatter = deviations if len(deviations) else residuals(counted)
+        crossed[counting] = fit_sweep(counted, scatter, cfg.RESAMPLES)[0]
+        crossed[counting]["shared"] = on_shared_budgets(sweep, counted, scatter, cfg.RESAMPLES)
     numbers = {counting: fit[0] for counting, fit in fits.items()}
     report(numbers, crossed, cfg.RESAMPLES, noise)
     numbers["crossed"], numbers["noise"] = crossed, {"deviations": deviations, "points": repeated}

@@ -153,7 +153,7 @@ class GPT(nn.Module):
 def non_embedding_parameters(n_layer: int, n_embd: int) -> int:
     """Kaplan's N, exactly, for this architecture and from its shape alone: every weight, bias and LayerNorm
     parameter of the n_layer blocks and of the final LayerNorm, so that runs can be planned and compared by
-    N (download_data.py) without building a model.
+    N (sweep.py) without building a model.
 
     PAPER: Kaplan et al. 2020, Eq. 2.1 writes N ≈ 12·n_layer·d_model², the weights alone. What N leaves out
     is what a token only looks up: the token and position tables, and a head that is tied to the token table

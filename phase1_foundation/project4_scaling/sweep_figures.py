@@ -93,6 +93,7 @@ def plot_allocation(allocations: dict[str, dict[str, Allocation]], surfaces: dic
                    title=f"{counting} counting")
             for axis in (ax.xaxis, ax.yaxis):  # a factor of a few on a log axis: minor labels would collide
                 axis.set_minor_formatter(NullFormatter())
+            ax.set_xticks(reference.compute, [f"{c:.2g}" for c in reference.compute])  # the budgets
             ax.legend(fontsize="x-small")
     fig.suptitle("Compute-optimal allocation: ours (colours) and the papers' slopes (black), drawn through "
                  "the centre of our Approach 1 points")
@@ -112,8 +113,8 @@ def plot_parametric(sweeps: dict[str, Sweep], surfaces: dict[str, LossSurface], 
         d = np.geomspace(sweep.d.min() / 3, sweep.d.max() * 3, 200)  # (200,)
         if surface.problem:
             title = f"{counting} counting: Approach 3 not determined"
-            ax.text(0.03, 0.03, surface.problem.replace(": ", ":\n"), transform=ax.transAxes,
-                    fontsize="small", va="bottom")
+            ax.text(0.97, 0.97, surface.problem.replace(": ", ":\n"), transform=ax.transAxes,
+                    fontsize="small", ha="right", va="top")
         else:
             grid_n, grid_d = np.meshgrid(n, d)  # (200, 200) each
             contours = ax.contour(grid_n, grid_d, surface.loss(grid_n, grid_d), levels=15, cmap="viridis")
@@ -130,7 +131,7 @@ def plot_parametric(sweeps: dict[str, Sweep], surfaces: dict[str, LossSurface], 
         ax.scatter(sweep.n, sweep.d, color="black", s=10, label="runs")
         ax.set(xscale="log", yscale="log", xlim=(n[0], n[-1]), ylim=(d[0], d[-1]), xlabel=N_LABEL[counting],
                ylabel="D (tokens)", title=title)
-        ax.legend(fontsize="x-small", loc="upper right")
+        ax.legend(fontsize="x-small", loc="lower left")
     return save_figure(fig, path)
 
 
@@ -139,6 +140,8 @@ def plot_loss_vs_compute(sweeps: dict[str, Sweep], surfaces: dict[str, LossSurfa
     the counting's C is 6ND (the kaplan counting) and its Approach 3 fit is identified, the loss the fitted
     surface predicts at each C's best split. That line is the surface's, not a run's: it can run below
     every run where no run was trained at the split it calls best."""
+    from matplotlib.ticker import NullFormatter  # matplotlib only when drawing (figure.py)
+
     fig = new_figure(6.4 * len(sweeps), 4.8)
     for index, (counting, sweep) in enumerate(sweeps.items()):
         ax = fig.add_subplot(1, len(sweeps), index + 1)
@@ -152,6 +155,9 @@ def plot_loss_vs_compute(sweeps: dict[str, Sweep], surfaces: dict[str, LossSurfa
             ax.legend(fontsize="small")
         ax.set(xscale="log", xlabel=f"compute spent, {C_LABEL[counting]}",
                ylabel="final validation loss (nats/token)", title=f"{counting} counting: every run")
+        if counting == sweep.counted_as:  # the runs spent their budgets: label those, not a bare 10^k
+            ax.set_xticks(sweep.budgets(), [f"{c:.2g}" for c in sweep.budgets()])
+            ax.xaxis.set_minor_formatter(NullFormatter())
     return save_figure(fig, path)
 
 

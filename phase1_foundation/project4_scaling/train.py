@@ -12,7 +12,8 @@ closed laptop) continues with the run it was in; that run starts again from its 
 as it would have.
 
 What makes these runs a scaling sweep rather than a set of trainings:
-  * every run reads the data in the same order: the same first D tokens, each at most MAX_EPOCHS times;
+  * every run of one seed reads the data in the same order: the same first D tokens, each at most
+    MAX_EPOCHS times;
   * its cosine schedule reaches its floor exactly at its last token (PAPER: Chinchilla §3, App. B: the final
     loss is best when the cycle matches the run, and a cycle more than 25% longer hurts; Hoffmann et al.
     name Kaplan et al.'s one schedule for runs of every length as a cause of their 0.73, a cause Porian et
