@@ -29,7 +29,8 @@ PAPER_EXPONENTS = {  # (a, b) of N_opt ∝ C^a and D_opt ∝ C^b, to print and d
 
 HUBER_DELTA = 1e-3  # PAPER: Chinchilla App. D.2
 # Approach 3's search: every (α, β) on this grid, each with the (E, A, B) that fits best there (a linear
-# solve); L-BFGS then starts from the best few. The paper's grid of starts (App. D.2) spans 0 to 2 for both.
+# solve); L-BFGS then starts from the best point of each of the best few valleys. The paper's grid of
+# starts (App. D.2) spans 0 to 2 for both.
 EXPONENT_GRID = np.round(np.arange(0.02, 2.501, 0.02), 2)  # α and β: 125 values each, 15,625 pairs
 REFINED_STARTS = 3  # L-BFGS starts: the best (α, β) of the grid's best valleys, each with its (E, A, B)
 
