@@ -206,6 +206,8 @@ def report(numbers: dict[str, dict], crossed: dict[str, dict], resamples: int, n
             used = fits["Approach 2"]["used"]
             second = f"{with_interval(fits['Approach 2'], 'a')}, {used} budget{'s' * (used != 1)}"
             print(f"{planned:<20}{counted_as:<16}{second:<44}{with_interval(fits['Approach 3'], 'a')}")
+            for budget, problem in fits["Approach 2"]["flagged"].items():
+                print(f"{'':<36}Approach 2 left out C = {budget:.3g}: {problem}")
         shared = crossed[planned].get("shared", {})
         if shared:
             print(f"{planned:<20}on the {len(shared['budgets'])} budgets both countings can use "

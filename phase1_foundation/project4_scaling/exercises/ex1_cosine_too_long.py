@@ -111,18 +111,18 @@ def main(argv: list[str] | None = None) -> dict:
 
 # The answer, kept at the end of the file: read it after your run.
 WHAT_WE_MEASURED = """
-The default command (3 min 25 s on two CPU cores; the losses depend on the thread count in their last
-digits, the time on everything): Chinchilla's finding shows only in the longest run. The doubled cycle
-lowers the loss of seven of the eight runs, by 0.027 nats on average and most for the runs of a few hundred
-steps (1e10_2x16, 494 steps: 2.715 to 2.629; 1e10_1x32, 255 steps: 2.784 to 2.711), and raises it only for
-the longest, 2e10_1x8 (7,332 steps: 2.435 to 2.473). A run of a few hundred steps ends while its loss is
-still falling fast, and a cycle that ends at 55% of the peak spends more learning rate in all, which buys
-more than the final decay; the decay pays in a run long enough to settle, which is the regime Chinchilla's
-models were in. The fits: Approach 1 picks the same best runs under both cycles (a = 1.90: two budgets, a
-jump from one size to the next); Approach 2 moves from a = 0.98 to 0.88, about 0.1; Approach 3 is not
-identified under either (its grid's best exponent on the edge, or its floor E at 0). Eight runs at two
-budgets are too few for five constants, and an exponent from two parabolas moves with every run: read that
-as how little a small sweep's exponents can be trusted, not as a measurement of the schedule's bias.
+The default command (3 min 25 s on two CPU cores, two threads; the losses depend on the thread count in
+their last digits, the time on everything): Chinchilla's finding shows only in the longest run. The doubled
+cycle lowers the loss of seven of the eight runs, by 0.027 nats on average and most for the runs of a few
+hundred steps (1e10_2x16, 494 steps: 2.715 to 2.629; 1e10_1x32, 255 steps: 2.784 to 2.711), and raises it
+only for the longest, 2e10_1x8 (7,332 steps: 2.435 to 2.473). One explanation, untested here: a run of a
+few hundred steps ends while its loss is still falling fast, and a cycle that ends at 55% of the peak
+spends more learning rate in all, which buys more than the final decay; the decay would pay in a run long
+enough to settle, the regime Chinchilla's models were in. The fits: Approach 1 picks the same best runs
+under both cycles (a = 1.90: two budgets, a jump from one size to the next); Approach 2 moves from a = 0.98
+to 0.88, about 0.1; Approach 3 is not identified under either. Eight runs at two budgets are too few for
+five constants, and an exponent from two parabolas moves with every run: read that as how little a small
+sweep's exponents can be trusted, not as a measurement of the schedule's bias.
 """
 
 

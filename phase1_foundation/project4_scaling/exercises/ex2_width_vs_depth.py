@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 # The answer, kept at the end of the file: read it after your run.
 WHAT_WE_MEASURED = """
-The default command (2 min 5 s, a 1-thread run on a shared 2-core CPU; the losses depend on the thread count
+The default command (2 min 5 s, a 1-thread run on a 2-core CPU; the losses depend on the thread count
 in their last digits, the time on everything): less of Kaplan's picture than at his scale. 4x16 ends lowest,
 at 2.540; 1x32 0.018 above it and 15x8, a stream of 8 numbers through 15 single-head layers, 0.084 above; but
 2x24 ends 0.137 above, while the ratio d_model / n_layer goes from 0.53 to 32. Doubling N instead, 2x32 at

@@ -117,9 +117,9 @@ from the smallest model to 100k parameters, a factor of 113, with nothing change
 scored. With --THRESHOLD=0.9 one, two and three digits need 888, 25,472 and 223,872 parameters, and four
 digits no model (0.69 at 223,872). The product of the positions' accuracies matches each run's measured
 exact match within 0.02 at every l, in every model and seed: exact match over an answer of l tokens is about
-p^l, as Schaeffer et al. argue. The seeds disagree most where the last two digits are learned (exact match
-0.012 to 0.982 at 100k, 0.076 to 1.000 at 224k): the threshold of one run is a draw, and the mean over
-seeds averages the draws.
+the product of its l positions' accuracies (Schaeffer et al.'s p^l, with one p per position). The seeds
+disagree most where the last two digits are learned (exact match 0.012 to 0.982 at 100k, 0.076 to 1.000 at
+224k): the threshold of one run is a draw, and the mean over seeds averages the draws.
 """
 
 
