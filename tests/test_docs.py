@@ -253,3 +253,38 @@ def test_trained_gpt_looks_inside_chapter_1s_newest_checkpoint(corpus_file, tmp_
         torch.testing.assert_close(w.sum(dim=-1), torch.ones(1, 2, T))
         assert (w.triu(1) == 0).all()
     assert torch.equal(outputs_moved(model, idx), torch.ones(T, T, dtype=torch.bool).triu())  # causal
+
+
+def test_the_copy_models_induction_circuit_is_a_circuit(monkeypatch):
+    """What page 03 states from notebook 03's full run, at full size (half a minute): removing the layer-1
+    heads takes the layer-2 heads' weight off the induction key and the copy with it, removing the layer-2
+    heads takes the copy away, and the layer-2 heads' OV circuits copy."""
+    monkeypatch.syspath_prepend(str(NOTEBOOKS))
+    from copy_task import (
+        CHANCE,
+        COPY,
+        VOCAB,
+        copy_gpt,
+        copying_score,
+        head_scores,
+        heads_removed,
+        in_context_score,
+        repeated,
+    )
+    from trained_gpt import attention_weights
+
+    model, _ = copy_gpt()
+    x, y, period = repeated(256, VOCAB, COPY["block_size"], torch.Generator().manual_seed(2))
+
+    def measure(heads):
+        with heads_removed(model, heads):
+            second, first = in_context_score(model, x, y, period)
+            return second, first, head_scores(attention_weights(model, x)[1], period)[1]
+
+    second, first, induction = measure([])
+    assert second < 0.1 * CHANCE and second - first < -0.5 * CHANCE and induction.min() > 0.5
+    without_layer_1 = measure([(0, 0), (0, 1)])
+    assert without_layer_1[2].max() < 0.2 and without_layer_1[0] > 0.5 * CHANCE
+    assert measure([(1, 0), (1, 1)])[0] > 0.5 * CHANCE
+    assert min(copying_score(model, 1, head) for head in range(2)) > 10 / VOCAB
+    assert measure([])[0] == second  # the hooks are gone once each block ends

@@ -13,6 +13,7 @@ this small learns it in a few hundred steps and its heads can be read off the pi
 """
 
 import math
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor
@@ -88,3 +89,63 @@ def copy_gpt(small: bool = False) -> tuple[GPT, list[tuple[int, float]]]:
             losses.append((step, loss.item()))
     return model.eval(), losses
 
+
+
+@contextmanager
+def heads_removed(model: GPT, heads: list[tuple[int, int]]):
+    """Inside the block, the given (layer, head) pairs add nothing: each one's slice of the concatenated head
+    outputs is zeroed before W^O mixes them, so the rest of the model runs as if that head were absent."""
+    def zero(layer: int):
+        def hook(_module, args):
+            y = args[0].clone()  # (B, T, C): the heads' outputs side by side, before W^O
+            size = y.shape[-1] // model.config.n_head
+            for at, head in heads:
+                if at == layer:
+                    y[..., head * size : (head + 1) * size] = 0
+            return (y,)
+        return hook
+
+    handles = [block.attn.c_proj.register_forward_pre_hook(zero(layer))
+               for layer, block in enumerate(model.blocks)]
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def in_context_score(model: GPT, x: Tensor, y: Tensor, period: Tensor) -> tuple[float, float]:
+    """(loss on the second copy, loss on the same tokens in the first copy), per token, averaged.
+
+    Olsson et al. (2022) measure in-context learning as the loss late in the context minus the loss early on;
+    here late and early are the same tokens, seen the second time and the first. Their difference is what
+    the context bought."""
+    targets = torch.cat([x[:, 1:], y[:, -1:]], dim=1)  # (n, T): every next token, none IGNOREd
+    with torch.no_grad():
+        logits, _ = model(x)  # (n, T, V)
+    losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (n, T)
+    T, second, first = x.shape[1], [], []
+    for row in range(x.shape[0]):
+        k = period[row].item()
+        queries = torch.arange(T + 1 - k, T)  # predicting tokens 2..k of the second copy
+        second.append(losses[row, queries])
+        first.append(losses[row, queries - k])  # the same tokens, predicted in the first copy
+    return torch.cat(second).mean().item(), torch.cat(first).mean().item()
+
+
+def copying_score(model: GPT, layer: int, head: int) -> float:
+    """The share of tokens that head's OV circuit maps to themselves: E W_V W_O E^T, a (V, V) table of which
+    token's logit rises when the head moves a token's embedding, has its largest entry on the diagonal.
+
+    The LayerNorms between the embedding, the head and the logits are left out (Elhage et al. 2021 read
+    circuits the same way), so this is a reading of the weights, not a measurement of the model's output.
+    A head that copies scores near 1; one that moves nothing in particular scores about 1 / V."""
+    attn, C = model.blocks[layer].attn, model.config.n_embd
+    size = C // model.config.n_head
+    rows = slice(head * size, (head + 1) * size)
+    w_v = attn.c_attn.weight[2 * C :][rows]  # (hs, C): the head's values from a token's vector
+    w_o = attn.c_proj.weight[:, rows]  # (C, hs): its part of W^O
+    E = model.wte.weight  # (V, C), and the tied output head
+    with torch.no_grad():
+        table = E @ w_v.T @ w_o.T @ E.T  # (V, V): row t, the logits a moved token t raises
+    return (table.argmax(dim=1) == torch.arange(len(E))).float().mean().item()
