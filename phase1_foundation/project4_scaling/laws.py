@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> dict:
     """Fit each counting of the sweep in OUT_DIR/results.jsonl, print the report, write the plots beside it,
     and with PLAN_MINUTES plan a run; with --DATA=chinchilla, fit Chinchilla's own runs instead. Returns the
     numbers: one dict per counting fitted, keyed by the counting, the same runs counted the other way
-    ("crossed"), the noise, and the plots (and the plan)."""
+    ("crossed"), and the plots (and the plan)."""
     cfg = load_config(config, argv)
     if cfg.DATA == "chinchilla":
         return fit_chinchilla_runs(cfg.RESAMPLES, Path(cfg.OUT_DIR))
@@ -320,17 +320,17 @@ def main(argv: list[str] | None = None) -> dict:
                   + f"   highest - lowest {max(losses) - min(losses):.3f}")
     else:
         noise = "each loss moved by one of the Approach 3 fit's residuals (no seeds repeated)"
-    fits, crossed = {}, {}
+    fits, crossed, crossed_surfaces = {}, {}, {}
     for counting, sweep in sweeps.items():
         fits[counting] = fit_sweep(sweep, deviations if len(deviations) else residuals(sweep), cfg.RESAMPLES)
         other = next(name for name in COUNTINGS if name != counting)
         counted = Sweep.from_rows(rows, counting, counted_as=other)
         scatter = deviations if len(deviations) else residuals(counted)
-        crossed[counting] = fit_sweep(counted, scatter, cfg.RESAMPLES)[0]
+        crossed[counting], _, crossed_surfaces[counting] = fit_sweep(counted, scatter, cfg.RESAMPLES)
         crossed[counting]["shared"] = on_shared_budgets(sweep, counted, scatter, cfg.RESAMPLES)
     numbers = {counting: fit[0] for counting, fit in fits.items()}
     report(numbers, crossed, cfg.RESAMPLES, noise)
-    numbers["crossed"], numbers["noise"] = crossed, {"deviations": deviations, "points": repeated}
+    numbers["crossed"] = crossed
     allocations = {counting: fit[1] for counting, fit in fits.items()}
     surfaces = {counting: fit[2] for counting, fit in fits.items()}
     numbers["plots"] = [
@@ -341,10 +341,9 @@ def main(argv: list[str] | None = None) -> dict:
         plot_loss_vs_compute(sweeps, surfaces, out_dir / "loss_vs_compute.png"),
     ]
     print("\nplots: " + ", ".join(str(path) for path in numbers["plots"]))
-    if cfg.PLAN_MINUTES > 0:  # "ours" counts every parameter, as the planner's closed form does
-        every_parameter = (Sweep.from_rows(rows, "chinchilla") if "chinchilla" in sweeps
-                           else Sweep.from_rows(rows, next(iter(sweeps)), counted_as="chinchilla"))
-        ours = fit_parametric(every_parameter.n, every_parameter.d, every_parameter.loss)
+    if cfg.PLAN_MINUTES > 0:  # "ours" counts every parameter, as the planner's closed form does: the
+        # chinchilla counting's fit, or else the kaplan runs' counted that way
+        ours = surfaces.get("chinchilla") or crossed_surfaces["kaplan"]
         numbers["plan"] = plan(cfg, ours, cfg.DEVICE)
     return numbers
 
