@@ -1,4 +1,4 @@
-"""The theory chapters in docs/: every page exists, every link and named code symbol resolves, and every
+"""The theory pages in docs/: every page exists, every link and named code symbol resolves, and every
 notebook runs, headless and offline, and draws the figures the pages show."""
 
 import ast
@@ -108,7 +108,7 @@ def test_every_theory_chapter_exists_with_its_parts():
         for section in ("## Why it was needed", "## A worked example", "## Pitfalls", "## Where the code is",
                         "## Sources"):
             assert section in text, f"{name}.md has no '{section}' section"
-        assert "[All theory chapters](README.md)" in text.strip().splitlines()[-1], f"{name}.md's last line"
+        assert "[All theory pages](README.md)" in text.strip().splitlines()[-1], f"{name}.md's last line"
 
 
 def test_the_index_and_the_course_readme_link_every_chapter():
@@ -121,7 +121,7 @@ def test_the_index_and_the_course_readme_link_every_chapter():
 def test_each_course_chapter_links_the_theory_it_relies_on():
     for readme in sorted(ROOT.glob("phase1_foundation/project*/README.md")):
         theory = [t for t in links(readme) if re.search(r"docs/0\d-[\w-]+\.md", t)]
-        assert theory, f"{readme.relative_to(ROOT)} links no theory chapter"
+        assert theory, f"{readme.relative_to(ROOT)} links no theory page"
 
 
 def defined_names(path: Path) -> set[str]:
