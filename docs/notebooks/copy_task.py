@@ -6,10 +6,11 @@
 
 A language model meets a sequence it has already seen in its context all the time (a name, a phrase, a line of
 code), and once it has seen it, the next token is easy: find where the current token occurred before and copy
-what followed it. Olsson et al. (2022) call the two-layer circuit that does this an induction head: a head in
-layer 1 writes into each position which token came before it, and a head in layer 2 matches the current token
-against that and reads the token after the match. This task is that situation and nothing else, so a model
-this small learns it in a few hundred steps and its heads can be read off the picture.
+what followed it. Elhage et al. (2021) named the two-layer circuit that does this an induction head, and
+Olsson et al. (2022) studied it: a head in layer 1 writes into each position which token came before it, and a
+head in layer 2 matches the current token against that and reads the token after the match. This task is
+that situation and nothing else, so a model this small learns it in a few hundred steps and its heads can be
+read off the picture.
 """
 
 import math
@@ -117,9 +118,9 @@ def heads_removed(model: GPT, heads: list[tuple[int, int]]):
 def in_context_score(model: GPT, x: Tensor, y: Tensor, period: Tensor) -> tuple[float, float]:
     """(loss on the second copy, loss on the same tokens in the first copy), per token, averaged.
 
-    Olsson et al. (2022) measure in-context learning as the loss late in the context minus the loss early on;
-    here late and early are the same tokens, seen the second time and the first. Their difference is what
-    the context bought."""
+    Olsson et al. (2022) measure in-context learning as the loss late in the context minus the loss early on,
+    in models trained at every position. Here the first copy's targets are never trained (they are IGNORE),
+    so the model can be confidently wrong there, above chance: read the second copy against chance, ln V."""
     targets = torch.cat([x[:, 1:], y[:, -1:]], dim=1)  # (n, T): every next token, none IGNOREd
     with torch.no_grad():
         logits, _ = model(x)  # (n, T, V)

@@ -6,11 +6,11 @@
     fig = post_and_pre_ln()    # 05-block.png: where the LayerNorm sits in a block
     fig = gpt_and_bert()       # 07-gpt-and-bert.png: the decoder-only and the encoder-only model
 
-Drawn by code rather than in an editor so that correcting a picture is correcting a line that can be reviewed
-like the rest, and so that the five share one look: a kind of part has the same colour in every picture
-(PARTS), and data flows along the arrows, from the top down. Each figure's axes are measured in inches, so a
-box 1 unit wide is 1 inch wide in the saved image, and sizes and fonts can be chosen for the page that shows
-it.
+Drawn by code rather than in an editor so that the pictures are regenerated with the pages' other figures
+and a wrong one is corrected like code, by changing a line; and so that the five share one look: a kind of
+part has the same colour in every picture (PARTS), and data flows along the arrows, from the top down. Each
+figure's axes are measured in inches, so a box 1 unit wide is 1 inch wide in the saved image, and sizes and
+fonts can be chosen for the page that shows it.
 """
 
 import math
@@ -116,15 +116,18 @@ def stack(ax, x: float, top: float, w: float, parts: list[tuple[str, str, float]
     return boxes
 
 
-def frame(ax, inside: list[Box], title: str, align: str = "left", side: float = 0) -> Box:
+def frame(ax, inside: list[Box], title: str, align: str = "left", side: float = 0, note: str = "") -> Box:
     """The grey frame around the parts of a repeated layer, with its title (× N) in a top corner, clear of
-    the arrow that enters the layer; side widens it to the left (< 0) or right (> 0) for skip connections."""
-    pad, title_room = 0.2, 0.34
+    the arrow that enters the layer, and under the title an optional note in plain type; side widens it to the
+    left (< 0) or right (> 0) for skip connections."""
+    pad, title_room = 0.2, 0.34 + (0.22 if note else 0)
     left = min(b.left for b in inside) - pad + min(side, 0)
     right = max(b.right for b in inside) + pad + max(side, 0)
     top, bottom = max(b.top for b in inside) + pad + title_room, min(b.bottom for b in inside) - pad
     x = left + 0.15 if align == "left" else right - 0.15
-    label(ax, x, top - title_room / 2 - 0.04, title, SMALL, weight="bold", color=NOTE, ha=align)
+    label(ax, x, top - 0.17 - 0.04, title, SMALL, weight="bold", color=NOTE, ha=align)
+    if note:
+        label(ax, x, top - 0.17 - 0.26, note, SMALL, color=NOTE, ha=align)
     return box(ax, (left + right) / 2, (top + bottom) / 2, right - left, top - bottom, kind="layer")
 
 
@@ -228,7 +231,7 @@ def transformer() -> Figure:
 
 
 def qkv() -> Figure:
-    """Chapter 2's q = x W_Q, k = x W_K, v = x W_V for one token, then one query's row of attention.
+    """Page 2's q = x W_Q, k = x W_K, v = x W_V for one token, then one query's row of attention.
 
     The row is the worked example's query "sat" (page 2: Q = [[1, 0], [0, 2], [1, 1]], K = [[1, 1], [0, 1],
     [2, 0]]), computed here, so that the numbers in the picture are the page's, rounded.
@@ -275,12 +278,13 @@ def qkv() -> Figure:
 
 
 def split_heads() -> Figure:
-    """Chapter 3's multi-head attention as the course's code computes it: one projection for all heads, then
+    """Page 3's multi-head attention as the course's code computes it: one projection for all heads, then
     each head takes its own d_k columns of Q, K and V, attends on its own, and the heads' outputs are put back
     side by side for W^O.
 
     Drawn with T = 4 tokens, d_model = 6 and h = 3 heads of d_k = 2 (the base Transformer: 8 heads of 64). The
-    heads are columns, so that splitting a row of Q, K or V into heads is a straight arrow, not a tangle.
+    heads are columns side by side: Q, K and V join one line over them that drops into every head, and inside
+    a head Q_i and K_i run down the right of V_i, so that all three arrows reach the attention uncrossed.
     """
     fig, ax = canvas(10, 8.9)
     T, d_k, cell = 4, 2, 0.2
@@ -288,34 +292,44 @@ def split_heads() -> Figure:
     grey = [PARTS["data"][0]] * len(bands)
     heads_x, rows = (4.3, 6.3, 8.3), {"Q": 6.95, "K": 5.85, "V": 4.75}
 
-    x = grid(ax, 1.85, 8.35, T, grey, cell)
+    x = grid(ax, 1.85, 8.5, T, grey, cell)
     label(ax, x.right + 0.2, x.y, "$x$   (T × $d_{model}$)", ha="left")
+    bus, top = 8.15, 7.9  # the line that hands every head its columns; the top of the heads' frames
     for name, y in rows.items():
         w = box(ax, 0.75, y, 0.62, 0.4, f"$W^{name}$", "attention")
         arrow(ax, (x.left, x.y), (0.2, x.y), (0.2, y), (w.left, y))
         full = grid(ax, 1.85, y, T, bands, cell)
         arrow(ax, (w.right, y), (full.left - 0.05, y))
-        label(ax, full.right + 0.2, y, f"${name}$")
-        arrow(ax, (full.right + 0.4, y), (heads_x[0] - 0.92, y))  # into the heads, which share the row
-    label(ax, (full.right + heads_x[0]) / 2, rows["Q"] + 0.22, "split", SMALL, color=NOTE)
+        name_box = label(ax, full.right + 0.2, y, f"${name}$")
+        arrow(ax, (name_box.right, y), (3.1, y), head=False)  # Q, K and V join the bus
+    arrow(ax, (3.1, rows["V"]), (3.1, bus), (heads_x[-1], bus), (heads_x[-1], top))
+    for cx in heads_x[:-1]:
+        arrow(ax, (cx, bus), (cx, top))
+    split = "split: each head takes its $d_k$ columns of $Q$, $K$ and $V$"
+    label(ax, (heads_x[0] + heads_x[1]) / 2 + 0.2, bus + 0.2, split, SMALL, color=NOTE, ha="left")
     cut = "T × $d_{model}$ each,\ncut into h heads\nof $d_k = d_{model}\\,/\\,h$ columns"
     label(ax, 1.85, rows["V"] - 0.65, cut, SMALL, color=NOTE, va="top")
 
     outs = []
     for i, (cx, color) in enumerate(zip(heads_x, HEADS, strict=True)):
         n = i + 1
-        ax.add_patch(FancyBboxPatch((cx - 0.92, 2.0), 1.84, 5.9, boxstyle="round,pad=0,rounding_size=0.08",
-                                    fc="white", ec=color, lw=2, zorder=1))
-        label(ax, cx, 7.65, f"head {n}", weight="bold")
+        ax.add_patch(FancyBboxPatch((cx - 0.92, 2.0), 1.84, top - 2.0,
+                                    boxstyle="round,pad=0,rounding_size=0.08", fc="white", ec=color, lw=2,
+                                    zorder=1))
+        label(ax, cx, 7.6, f"head {n}", weight="bold")
+        parts = {}
         for name, y in rows.items():
-            grid(ax, cx - 0.2, y, T, [color] * d_k, cell)
-            label(ax, cx + 0.3, y, f"${name}_{n}$", SMALL)
+            parts[name] = grid(ax, cx, y, T, [color] * d_k, cell)
+            label(ax, cx - 0.55, y, f"${name}_{n}$", SMALL)
         attend = box(ax, cx, 3.6, 1.74, 0.74,
                      f"softmax$\\left(\\dfrac{{Q_{n}K_{n}^T}}{{\\sqrt{{d_k}}}}\\right)V_{n}$", "attention")
-        arrow(ax, (cx - 0.2, rows["V"] - T * cell / 2), (cx - 0.2, attend.top))
-        outs.append(grid(ax, cx - 0.2, 2.55, T, [color] * d_k, cell))
-        arrow(ax, (cx - 0.2, attend.bottom), (cx - 0.2, outs[-1].top))
-        label(ax, cx + 0.45, 2.55, "T × $d_k$", SMALL, color=NOTE)
+        for name, side in (("Q", 0.65), ("K", 0.42)):  # past V_i, on its right, into the attention
+            q = parts[name]
+            arrow(ax, (q.right, q.y), (cx + side, q.y), (cx + side, attend.top))
+        arrow(ax, (cx, parts["V"].bottom), (cx, attend.top))
+        outs.append(grid(ax, cx, 2.55, T, [color] * d_k, cell))
+        arrow(ax, (cx, attend.bottom), (cx, outs[-1].top))
+        label(ax, cx - 0.55, 2.55, "T × $d_k$", SMALL, color=NOTE)
 
     concat = grid(ax, 5.6, 0.85, T, bands, cell)
     for i, out in enumerate(outs):
@@ -401,7 +415,7 @@ def gpt_and_bert() -> Figure:
     what differs is the mask in the blocks, the segment embedding, and the heads on top."""
     fig, ax = canvas(10, 8.5)
     h, tall = 0.42, 0.66
-    block = "× N blocks"
+    block, inside = "× N blocks", "(+ residuals, LayerNorm)"
     gpt_x, bert_x = 2.45, 7.5
 
     label(ax, gpt_x, 8.5, "GPT: decoder only", 14, weight="bold")
@@ -410,10 +424,10 @@ def gpt_and_bert() -> Figure:
     emb = box(ax, gpt_x, 6.9, 4.2, h, "token + position embeddings", "embedding")
     for word in inputs:
         down(ax, word, emb)
-    attn, ffn = stack(ax, gpt_x, 5.8, 4.0, [
+    attn, ffn = stack(ax, gpt_x, 5.62, 4.0, [
         ("causal self-attention: each position\nsees only itself and earlier ones", "attention", tall),
         ("feed-forward network", "ffn", h)])
-    layers = frame(ax, [attn, ffn], block)
+    layers = frame(ax, [attn, ffn], block, note=inside)
     down(ax, emb, attn)
     head = box(ax, gpt_x, layers.bottom - 0.6, 4.2, h, "linear, tied to the token table", "head")
     down(ax, ffn, head)
@@ -431,15 +445,16 @@ def gpt_and_bert() -> Figure:
     emb = box(ax, bert_x, 6.9, 4.6, h, "token + position + segment embeddings", "embedding")
     for word in inputs:
         arrow(ax, (word.x, word.bottom - 0.32), (word.x, emb.top))
-    attn, ffn = stack(ax, bert_x, 5.8, 4.4, [
+    attn, ffn = stack(ax, bert_x, 5.62, 4.4, [
         ("bidirectional self-attention: every\nposition sees every position", "attention", tall),
         ("feed-forward network", "ffn", h)])
-    layers = frame(ax, [attn, ffn], block)
+    layers = frame(ax, [attn, ffn], block, note=inside)
     down(ax, emb, attn)
     cls, masked = inputs[0], inputs[2]
-    heads_y = layers.bottom - 0.75
-    nsp = box(ax, bert_x - 1.2, heads_y, 2.2, tall, "pooler + NSP\nclassifier on [CLS]", "head")
-    mlm = box(ax, bert_x + 1.2, heads_y, 2.2, tall, "MLM head at [MASK],\ntied to the token table", "head")
+    heads_y, high = layers.bottom - 0.87, 0.9
+    nsp = box(ax, bert_x - 1.2, heads_y, 2.2, high, "pooler + NSP\nclassifier on [CLS]", "head")
+    mlm = box(ax, bert_x + 1.25, heads_y, 2.3, high,
+              "MLM head at the chosen\n15% (here [MASK]),\ntied to the token table", "head")
     mid = (layers.bottom + nsp.top) / 2
     arrow(ax, (cls.x, ffn.bottom), (cls.x, mid), (nsp.x, mid), (nsp.x, nsp.top))
     arrow(ax, (masked.x, ffn.bottom), (masked.x, mid), (mlm.x, mid), (mlm.x, mlm.top))
