@@ -1,10 +1,13 @@
-"""What the chapters' tests share: a tiny real corpus, one thread per test, and a stand-in for Ctrl-C.
+"""What the chapters' tests share: a tiny real corpus, one thread per test, a stand-in for Ctrl-C, and a
+run's checkpoints as a GPU would have saved them, on a machine without one.
 
 Each chapter's tests/conftest.py adds its own `tiny` settings (a model small enough to train in seconds).
 """
 
 import itertools
 import os
+import shutil
+from unittest import mock
 
 # numpy's BLAS (which scipy's fits use) starts one thread per core; on a busy two-core machine, threads that
 # wait for each other made a small least-squares fit 15x slower. Set before numpy is first imported.
@@ -13,6 +16,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import pytest
 import torch
 
+from common.checkpoint import save_checkpoint
 from common.corpora import prepare_corpus
 from common.interrupt import GracefulInterrupt
 
@@ -35,6 +39,16 @@ def one_thread(monkeypatch):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def one_thread_for_module():
+    """one_thread for a module-scoped fixture (a run trained once for a test module), which starts before
+    the function-scoped one_thread does."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
 
@@ -69,3 +83,32 @@ class InterruptAt(GracefulInterrupt):
 def interrupt_at():
     """InterruptAt(step), to put in place of a train.py's GracefulInterrupt with monkeypatch."""
     return InterruptAt
+
+
+def saved_on(run_dir, device: str, to):
+    """A copy at `to` of the run folder `run_dir` (checkpoints, metrics, summary) whose checkpoints are what a
+    run on `device` ("cuda", "cuda:1", "mps") saves: their settings name that device and the gpu preset,
+    every tensor is stored as on that device (torch.load without map_location puts it back there), and on
+    CUDA AdamW's groups say fused=True and the GPU's random generator is kept. The scaler state stays as
+    saved: a bf16 or MPS run's scaler is disabled and saves {}, as the CPU's does."""
+    shutil.copytree(run_dir, to)
+    for path in to.glob("*_iter*.pt"):
+        state = torch.load(path, weights_only=True)
+        state["config"].update(DEVICE=device, PRESET="gpu")
+        if device.startswith("cuda"):
+            for group in state["optimizer"]["param_groups"]:
+                group.update(fused=True, foreach=None)  # as torch.optim.AdamW(..., fused=True) saves it
+            state["rng"]["cuda"] = [torch.zeros(16, dtype=torch.uint8)]  # its seed and offset
+        with mock.patch("torch.serialization.location_tag", lambda storage: device):
+            save_checkpoint(path, state)
+    return to
+
+
+@pytest.fixture
+def from_gpu(tmp_path, monkeypatch):
+    """from_gpu(run_dir, device): saved_on(run_dir, device, ...) in a fresh folder, read on a machine that
+    has neither CUDA nor MPS (so a loader that trusts the checkpoint's device fails here, whatever GPU this
+    machine has)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    return lambda run_dir, device: saved_on(run_dir, device, tmp_path / f"from_{device.replace(':', '_')}")

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from common.config import in_repo, portable, portable_settings
+from common.device import pick_device
 from common.tokenizers import Tokenizer
 
 # Prefixes that wrappers add to every parameter name: torch.compile keeps the original module as
@@ -297,6 +298,27 @@ def check_compatible(saved_config: dict, config: dict, keys: Sequence[str]) -> N
 DATA_SETTINGS = ("CORPUS", "TEXT_FILE", "TOKENIZER", "VOCAB_SIZE", "VAL_FRACTION")  # what prepares the data
 
 
+def device_here(state: dict, device: str | None = None) -> torch.device:
+    """Where a checkpoint's model runs on this machine: `device` when one is asked for (a script's --DEVICE),
+    else the device that trained it when this machine has it and it works, else the best one this machine
+    has. A checkpoint trained on a GPU is read on a laptop all the time."""
+    if device is not None:
+        return pick_device(device)
+    trained_on = state["config"]["DEVICE"]
+    try:
+        return pick_device(trained_on)
+    except SystemExit:
+        here = pick_device("auto")
+        print(f"the checkpoint was trained on {trained_on}, which this machine cannot use: running on {here}")
+        return here
+
+
+def settings_on(state: dict, device: torch.device) -> SimpleNamespace:
+    """A checkpoint's run settings for work on `device`: DEVICE (which decides where batches go and whether
+    autocast runs) becomes this machine's, and the rest is the run's."""
+    return SimpleNamespace(**{**state["config"], "DEVICE": str(device)})
+
+
 def data_record(data_dir: Path, tokenizer: Tokenizer) -> dict:
     """What a checkpoint keeps of the data its model was trained on: the prepared-data folder, portable()
     (relative to the repository), and the tokenizer's own files, which are small (a few hundred kB) and all
@@ -410,8 +432,13 @@ class TrainingRun:
                                       map_location=next(self.model.parameters()).device)
         check_compatible(state["model_config"], asdict(self.model.config), shape_keys)
         self.model.load_state_dict(clean_state_dict(state["model"]))
+        kernels = [{key: group.get(key) for key in ("fused", "foreach")}
+                   for group in self.optimizer.param_groups]
         self.optimizer.load_state_dict(state["optimizer"])
-        self.scaler.load_state_dict(state["scaler"])
+        for group, chosen in zip(self.optimizer.param_groups, kernels, strict=True):
+            group.update(chosen)  # this device's AdamW kernel, not the one of the machine that saved it
+        if state["scaler"]:  # empty when the saving run had no fp16 to scale (bf16, MPS or CPU)
+            self.scaler.load_state_dict(state["scaler"])
         self.batches.load_state_dict(state["batches"])
         rng = state["rng"]  # a list, one per process, when a data-parallel run saved it
         set_rng_state(rng[min(rank, len(rng) - 1)] if isinstance(rng, list) else rng)

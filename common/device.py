@@ -5,6 +5,7 @@ module makes that choice once, so a chapter's `train.py` only says `autocast(dev
 """
 
 import contextlib
+import functools
 import random
 
 import numpy as np
@@ -12,12 +13,16 @@ import torch
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    """`auto` takes the fastest device present (cuda > mps > cpu); any other name is checked, not trusted."""
+    """`auto` takes the fastest device present that passes `device_problem`'s check (cuda > mps > cpu); any
+    other name is checked, not trusted."""
     if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if torch.backends.mps.is_available():
-            return torch.device("mps")
+        for candidate, available in (("cuda", torch.cuda.is_available),
+                                     ("mps", torch.backends.mps.is_available)):
+            if not available():
+                continue
+            if (problem := device_problem(torch.device(candidate))) is None:
+                return torch.device(candidate)
+            print(f"{candidate} is available but fails a check ({problem}): not using it")
         return torch.device("cpu")
     try:
         device = torch.device(name)
@@ -35,7 +40,37 @@ def pick_device(name: str = "auto") -> torch.device:
         raise SystemExit("error: --DEVICE=mps but this machine has no Apple-silicon GPU; use --DEVICE=auto")
     if device.type not in ("cuda", "mps", "cpu"):
         raise SystemExit(f"error: unsupported device {name!r}; use --DEVICE=auto, cuda, mps or cpu")
+    if device.type != "cpu" and (problem := device_problem(device)) is not None:
+        raise SystemExit(f"error: --DEVICE={name} fails a check ({problem}); use --DEVICE=cpu")
     return device
+
+
+@functools.cache
+def device_problem(device: torch.device) -> str | None:
+    """What is wrong with `device`, in a few words, or None when it computes what the CPU computes.
+
+    A device can be reported available and still not work: a driver that does not match, a hosted macOS
+    machine whose MPS device fails on first use, an operation its backend gets wrong. One small matmul and
+    softmax, compared with the CPU's, finds that before a run is built on it. Checked once per device and
+    process, and never for the CPU.
+    """
+    generator = torch.Generator().manual_seed(0)
+    a, b = torch.randn(64, 64, generator=generator), torch.randn(64, 64, generator=generator)
+    expected = _matmul_softmax(a, b, torch.device("cpu"))
+    try:
+        result = _matmul_softmax(a, b, device)
+    except Exception as error:  # any failure of the device is the answer, not a crash
+        lines = str(error).strip().splitlines()
+        return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    if not torch.allclose(result, expected, rtol=1e-2, atol=1e-3):  # TF32 and kernel order, nothing more
+        gap = (result - expected).abs().max().item()
+        return f"a test matmul and softmax differ from the CPU's by {gap:.2g}"
+    return None
+
+
+def _matmul_softmax(a: torch.Tensor, b: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """softmax(a b / 8) computed on `device` and brought back: the two operations every model here needs."""
+    return torch.softmax(a.to(device) @ b.to(device) / 8, dim=-1).cpu()  # (64, 64): scores of spread about 1
 
 
 def synchronize(device: torch.device) -> None:

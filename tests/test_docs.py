@@ -229,17 +229,24 @@ def test_notebook_runs_and_draws_its_figures(path, tmp_path, monkeypatch):
                 assert in_order(lines, output), f"{page.name} quotes output that {path.name} did not print"
 
 
-def test_trained_gpt_looks_inside_chapter_1s_newest_checkpoint(corpus_file, tmp_path, monkeypatch):
-    """The suite runs the notebooks on the tiny fallback model; the path a learner with a chapter 1 checkpoint
-    takes (the model and the tokenizer its checkpoint names, and the weights it used) is checked here."""
+@pytest.fixture(scope="module")
+def chapter_1_run(corpus_file, tmp_path_factory, one_thread_for_module):
+    """The folder of a tiny chapter 1 run, trained once for this module."""
     from phase1_foundation.project1_gpt import train
 
-    checkpoints = tmp_path / "checkpoints"
-    train.main([f"--TEXT_FILE={corpus_file}", f"--DATA_DIR={tmp_path / 'data'}", f"--OUT_DIR={checkpoints}",
+    folder = tmp_path_factory.mktemp("chapter_1")
+    checkpoints = folder / "checkpoints"
+    train.main([f"--TEXT_FILE={corpus_file}", f"--DATA_DIR={folder / 'data'}", f"--OUT_DIR={checkpoints}",
                 "--DEVICE=cpu", "--PRESET=cpu", "--VOCAB_SIZE=512", "--N_LAYER=2", "--N_HEAD=2",
                 "--N_EMBD=32", "--BLOCK_SIZE=32", "--BATCH_SIZE=4", "--MAX_ITERS=10", "--WARMUP_ITERS=2",
                 "--EVAL_INTERVAL=5", "--EVAL_ITERS=1", "--SAMPLE_TOKENS=5"])
-    monkeypatch.setenv("DOCS_CHECKPOINTS", str(checkpoints))
+    return checkpoints
+
+
+def test_trained_gpt_looks_inside_chapter_1s_newest_checkpoint(chapter_1_run, monkeypatch):
+    """The suite runs the notebooks on the tiny fallback model; the path a learner with a chapter 1 checkpoint
+    takes (the model and the tokenizer its checkpoint names, and the weights it used) is checked here."""
+    monkeypatch.setenv("DOCS_CHECKPOINTS", str(chapter_1_run))
     monkeypatch.syspath_prepend(str(NOTEBOOKS))
     from trained_gpt import attention_weights, outputs_moved, trained_gpt
 
@@ -253,6 +260,21 @@ def test_trained_gpt_looks_inside_chapter_1s_newest_checkpoint(corpus_file, tmp_
         torch.testing.assert_close(w.sum(dim=-1), torch.ones(1, 2, T))
         assert (w.triu(1) == 0).all()
     assert torch.equal(outputs_moved(model, idx), torch.ones(T, T, dtype=torch.bool).triu())  # causal
+
+
+@pytest.mark.parametrize("device", ["cuda", "mps"])
+def test_trained_gpt_reads_a_checkpoint_trained_on_a_gpu_on_the_cpu(chapter_1_run, from_gpu, device,
+                                                                    monkeypatch):
+    """A learner trains chapter 1 on a GPU and reads the theory pages on a laptop: the notebooks' model is
+    loaded onto the CPU, whatever device its checkpoint records."""
+    monkeypatch.setenv("DOCS_CHECKPOINTS", str(from_gpu(chapter_1_run, device)))
+    monkeypatch.syspath_prepend(str(NOTEBOOKS))
+    from trained_gpt import trained_gpt
+
+    model, tokenizer, about = trained_gpt()
+    assert about.startswith("chapter 1 checkpoint gpt_iter10_")
+    assert {t.device for t in [*model.parameters(), *model.buffers()]} == {torch.device("cpu")}
+    assert model(torch.tensor([tokenizer.encode("The history")]))[0].isfinite().all()
 
 
 def test_the_copy_models_induction_circuit_is_a_circuit(monkeypatch):

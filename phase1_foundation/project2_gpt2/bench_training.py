@@ -42,7 +42,7 @@ from common.tokens import Batches
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.bench import race, report
 from phase1_foundation.project2_gpt2.model import GPT, GPTConfig
-from phase1_foundation.project2_gpt2.parallel import optimizer_step
+from phase1_foundation.project2_gpt2.parallel import optimizer_step, wrap
 
 # PAPER: none; nanoGPT's README, "I only have a macbook" (its CPU command line), and its train.py defaults.
 NANOGPT_CPU = ["--DEVICE=cpu", "--N_LAYER=4", "--N_HEAD=4", "--N_EMBD=128", "--BLOCK_SIZE=64",
@@ -136,7 +136,7 @@ def our_round(path: Path, cfg: SimpleNamespace, device: torch.device, steps: int
     scaler = grad_scaler(device)
     batches = Batches(np.memmap(path, dtype=np.uint16, mode="r"), cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device,
                       seed=cfg.SEED)
-    stepper = torch.compile(model) if cfg.COMPILE else model  # --COMPILE=true: as train.py compiles it
+    stepper = wrap(model, cfg.COMPILE, 1, device)  # as train.py runs it
     step = 0
 
     def run() -> None:

@@ -38,13 +38,16 @@ def start_processes(cfg: SimpleNamespace) -> tuple[int, int, torch.device]:
 
 def wrap(model: GPT, compile_it: bool, world_size: int, device: torch.device) -> torch.nn.Module:
     """The model as each step runs it: wrapped in DistributedDataParallel under torchrun, compiled with
-    --COMPILE=true, or the model itself.
+    --COMPILE=true (on CUDA and the CPU; not on MPS, where the course has not run it), or the model itself.
 
     Compile after wrapping: the compiler then sees DDP's gradient buckets and splits its graph at them, so the
     averaging of one bucket overlaps the backward pass of the next (PyTorch's DDP notes)."""
     stepper = model
     if world_size > 1:
         stepper = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+    if compile_it and device.type == "mps":
+        print("--COMPILE=true is skipped on mps: the course has not checked torch.compile there")
+        return stepper
     return torch.compile(stepper) if compile_it else stepper
 
 

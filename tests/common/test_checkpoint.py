@@ -327,6 +327,27 @@ def test_resume_restores_a_saved_run_exactly(tmp_path, capsys):
     assert torch.equal(resumed.batches.generator.get_state(), saved.batches.generator.get_state())
 
 
+def test_a_gpu_runs_checkpoint_resumes_with_this_machines_optimizer_kernel_and_scaler(tmp_path):
+    """A CUDA run saves its optimizer with fused=True and, in bf16, an empty scaler state: resumed on a
+    machine without that kernel or with an fp16 scaler, the run keeps its own choices and continues."""
+    saved = training_run(tmp_path, seed=1)
+    take_a_step(saved)
+    path = saved.save(7, 2.5)
+    state = torch.load(path, weights_only=True)
+    for group in state["optimizer"]["param_groups"]:
+        group.update(fused=True, foreach=None)  # as torch.optim.AdamW(..., fused=True) on CUDA saves it
+    state["scaler"] = {}  # a disabled scaler's state: bf16 needs no loss scaling
+    save_checkpoint(path, state)
+
+    resumed = training_run(tmp_path, seed=2, resume="latest")
+    fresh = [(group["fused"], group["foreach"]) for group in resumed.optimizer.param_groups]
+    resumed.scaler = torch.amp.GradScaler("cpu", enabled=True)  # an fp16 run's scaler, which refuses {}
+    assert resumed.resume(shape_keys=("width",)) == 7
+    assert [(group["fused"], group["foreach"]) for group in resumed.optimizer.param_groups] == fresh
+    torch.testing.assert_close(resumed.optimizer.state_dict()["state"], saved.optimizer.state_dict()["state"])
+    take_a_step(resumed)
+
+
 def test_each_process_of_a_data_parallel_run_resumes_its_own_generators(tmp_path):
     saved = training_run(tmp_path, seed=1)
     states = []

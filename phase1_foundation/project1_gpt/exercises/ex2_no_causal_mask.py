@@ -24,7 +24,6 @@ it? Scored the way generation works, will the unmasked model be better than the 
 or worse even than the unigram baseline (a model that ignores context)? What will its samples look like?
 """
 
-from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -60,13 +59,13 @@ def prefix_loss(model: GPT, x: torch.Tensor, y: torch.Tensor) -> float:
     return torch.stack(losses).mean().item()
 
 
-def evaluate(checkpoint: str) -> dict:
-    """Reload a run's final model, with or without its mask as trained, and score it both ways;
-    and a sample."""
+def evaluate(checkpoint: str, device: str | None = None) -> dict:
+    """Reload a run's final model, with or without its mask as trained (on `device`, else on
+    ckpt.device_here's choice), and score it both ways; and a sample."""
     model, state = GPT.from_checkpoint(checkpoint)
-    cfg = SimpleNamespace(**state["config"])
-    device = torch.device(cfg.DEVICE)
+    device = ckpt.device_here(state, device)
     model.to(device)
+    cfg = ckpt.settings_on(state, device)
     data_dir = ckpt.checkpoint_data_dir(state, load_tokenizer)
     val_tokens = load_tokens(data_dir, "val")
     x, y = Batches(val_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed=cfg.SEED).next()  # (B, T) each

@@ -6,7 +6,7 @@ The corpus, the one-thread rule and the Ctrl-C stand-in are shared by every chap
 import pytest
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")  # one list for every test: a module's trained fixture uses it too
 def tiny(corpus_file, tmp_path_factory):
     """Settings for a model small enough to train for a few dozen steps in a few seconds."""
     data_dir = tmp_path_factory.getbasetemp() / "prepared2"  # shared: the tokenizer trains once per session

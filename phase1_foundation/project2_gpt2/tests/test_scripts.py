@@ -150,6 +150,18 @@ def test_every_tensor_a_collective_sees_is_on_the_process_device(monkeypatch):
     assert seen == [device, device]
 
 
+def test_compile_is_skipped_on_mps_and_said_so(monkeypatch, capsys):
+    """The gpu preset compiles, and MPS gets the gpu preset: there the model runs uncompiled, with one line,
+    while CUDA and the CPU compile as asked."""
+    compiled = []
+    monkeypatch.setattr(parallel.torch, "compile", lambda module: compiled.append(module) or module)
+    model = torch.nn.Linear(2, 2)
+    assert parallel.wrap(model, True, 1, torch.device("mps")) is model and compiled == []
+    assert capsys.readouterr().out.startswith("--COMPILE=true is skipped on mps")
+    parallel.wrap(model, True, 1, torch.device("cpu"))
+    assert compiled == [model]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

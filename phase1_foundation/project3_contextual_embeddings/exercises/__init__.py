@@ -29,18 +29,19 @@ def run_train(settings: list[str], out_dir: Path) -> dict:
     return run_training("phase1_foundation.project3_contextual_embeddings.train", settings, out_dir)
 
 
-def load_run(checkpoint: str | Path) -> tuple[BERT, SimpleNamespace, Path]:
-    """A run's model (in eval mode, on the run's device), its settings and its prepared-data folder."""
+def load_run(checkpoint: str | Path, device: str | None = None) -> tuple[BERT, SimpleNamespace, Path]:
+    """A run's model (in eval mode, on `device`, else on ckpt.device_here's choice: never on a device this
+    machine lacks), its settings with that DEVICE, and its prepared-data folder."""
     model, state = BERT.from_checkpoint(checkpoint)
-    cfg = SimpleNamespace(**state["config"])
-    return model.to(cfg.DEVICE), cfg, ckpt.checkpoint_data_dir(state, load_tokenizer)
+    here = ckpt.device_here(state, device)
+    return model.to(here), ckpt.settings_on(state, here), ckpt.checkpoint_data_dir(state, load_tokenizer)
 
 
-def evaluate_run(checkpoint: str | Path, **changes) -> dict:
+def evaluate_run(checkpoint: str | Path, device: str | None = None, **changes) -> dict:
     """The validation metrics of a run's final model (val_mask_loss, val_mask_accuracy, ..., NSP's) and the
     number of targets of each kind (val_mask_count, ...), on pairs made with its own settings, except for
     `changes` (e.g. MLM_PROB=0.15): so two runs can be scored on the very same masks."""
-    model, cfg, data_dir = load_run(checkpoint)
+    model, cfg, data_dir = load_run(checkpoint, device)
     cfg = SimpleNamespace(**{**vars(cfg), **changes})
     batches = validation_batches(load_split(data_dir, "val"), cfg, model.config.vocab_size,
                                  torch.device(cfg.DEVICE))

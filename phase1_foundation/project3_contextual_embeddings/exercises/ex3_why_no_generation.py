@@ -79,7 +79,7 @@ def fill_left_to_right(model: BERT, ids: list[int], new_tokens: int) -> list[int
 def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex3_why_no_generation")
     cfg = load_config(config, settings)
-    model, _, data_dir = load_run(find_or_train(cfg, settings, out_dir))
+    model, _, data_dir = load_run(find_or_train(cfg, settings, out_dir), cfg.DEVICE)
     tokenizer = load_tokenizer(data_dir)
 
     # 1. Does position t read the tokens after it?

@@ -60,7 +60,8 @@ def top_tokens(tokenizer: Tokenizer, logits: torch.Tensor) -> str:
 def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex5_padding_mask")
     cfg = load_config(config, settings)
-    model, _, data_dir = load_run(find_or_train(cfg, settings, out_dir, extra=("--MAX_ITERS=100",)))
+    checkpoint = find_or_train(cfg, settings, out_dir, extra=("--MAX_ITERS=100",))
+    model, _, data_dir = load_run(checkpoint, cfg.DEVICE)
     tokenizer = load_tokenizer(data_dir)
     ids = encode_text(tokenizer, cfg.TEXT)  # [CLS] text [SEP]
     pads = [p for p in PADS if len(ids) + p <= model.config.block_size]
