@@ -4,6 +4,7 @@ run's checkpoints as a GPU would have saved them, on a machine without one.
 Each chapter's tests/conftest.py adds its own `tiny` settings (a model small enough to train in seconds).
 """
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -36,21 +37,27 @@ def one_thread(monkeypatch):
     """Models this small train fastest on one thread; on a busy machine, threads waiting for each other make
     their small matrix products many times slower (about 8x for chapter 1's tests on two shared cores).
     OMP_NUM_THREADS does the same for the training runs the exercises start as programs of their own."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    yield
-    torch.set_num_threads(threads)
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")
 def one_thread_for_module():
     """one_thread for a module-scoped fixture (a run trained once for a test module), which starts before
     the function-scoped one_thread does."""
+    with one_torch_thread():
+        yield
+
+
+@contextlib.contextmanager
+def one_torch_thread():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 class InterruptAt(GracefulInterrupt):
@@ -106,9 +113,9 @@ def saved_on(run_dir, device: str, to):
 
 @pytest.fixture
 def from_gpu(tmp_path, monkeypatch):
-    """from_gpu(run_dir, device): saved_on(run_dir, device, ...) in a fresh folder, read on a machine that
-    has neither CUDA nor MPS (so a loader that trusts the checkpoint's device fails here, whatever GPU this
-    machine has)."""
+    """from_gpu(run_dir, device): saved_on(run_dir, device, ...) in a fresh folder, read as on a machine that
+    reports neither CUDA nor MPS. On a machine without them, a loader that trusts the checkpoint's device
+    fails; on one with a GPU, the tests' checks that everything ends up on the CPU catch it."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     return lambda run_dir, device: saved_on(run_dir, device, tmp_path / f"from_{device.replace(':', '_')}")

@@ -293,10 +293,7 @@ def check_compatible(saved_config: dict, config: dict, keys: Sequence[str]) -> N
         )
 
 
-# --- what a checkpoint knows of its data --------------------------------------------------------------------
-
-DATA_SETTINGS = ("CORPUS", "TEXT_FILE", "TOKENIZER", "VOCAB_SIZE", "VAL_FRACTION")  # what prepares the data
-
+# --- where a checkpoint's model runs ------------------------------------------------------------------------
 
 def device_here(state: dict, device: str | None = None) -> torch.device:
     """Where a checkpoint's model runs on this machine: `device` when one is asked for (a script's --DEVICE),
@@ -317,6 +314,11 @@ def settings_on(state: dict, device: torch.device) -> SimpleNamespace:
     """A checkpoint's run settings for work on `device`: DEVICE (which decides where batches go and whether
     autocast runs) becomes this machine's, and the rest is the run's."""
     return SimpleNamespace(**{**state["config"], "DEVICE": str(device)})
+
+
+# --- what a checkpoint knows of its data --------------------------------------------------------------------
+
+DATA_SETTINGS = ("CORPUS", "TEXT_FILE", "TOKENIZER", "VOCAB_SIZE", "VAL_FRACTION")  # what prepares the data
 
 
 def data_record(data_dir: Path, tokenizer: Tokenizer) -> dict:

@@ -6,6 +6,7 @@ module makes that choice once, so a chapter's `train.py` only says `autocast(dev
 
 import contextlib
 import functools
+import os
 import random
 
 import numpy as np
@@ -16,11 +17,13 @@ def pick_device(name: str = "auto") -> torch.device:
     """`auto` takes the fastest device present that passes `device_problem`'s check (cuda > mps > cpu); any
     other name is checked, not trusted."""
     if name == "auto":
-        for candidate, available in (("cuda", torch.cuda.is_available),
-                                     ("mps", torch.backends.mps.is_available)):
+        # Under torchrun each process trains on cuda:LOCAL_RANK: check that GPU, and open no other.
+        rank = int(os.environ.get("LOCAL_RANK", 0))
+        for candidate, available, checked in (("cuda", torch.cuda.is_available, f"cuda:{rank}"),
+                                              ("mps", torch.backends.mps.is_available, "mps")):
             if not available():
                 continue
-            if (problem := device_problem(torch.device(candidate))) is None:
+            if (problem := device_problem(torch.device(checked))) is None:
                 return torch.device(candidate)
             print(f"{candidate} is available but fails a check ({problem}): not using it")
         return torch.device("cpu")

@@ -107,6 +107,19 @@ def test_the_probe_runs_once_per_device(monkeypatch, fresh_probe):
     assert calls == ["cpu", "cuda"]  # the CPU's reference and the device's, once
 
 
+def test_under_torchrun_each_process_checks_its_own_gpu(monkeypatch, fresh_probe):
+    """torchrun gives each process cuda:LOCAL_RANK: that is the GPU to check, and the only one to open."""
+    checked = []
+
+    def recorded(a, b, device):
+        checked.append(str(device))
+        return correct(a, b, device)
+
+    pretend(monkeypatch, cuda=True, mps=False, compute=recorded)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert pick_device("auto") == torch.device("cuda") and checked == ["cpu", "cuda:1"]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
 def test_missing_cuda_is_one_line():
     with pytest.raises(SystemExit, match="sees no CUDA GPU"):

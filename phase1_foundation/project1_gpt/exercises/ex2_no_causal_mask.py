@@ -59,11 +59,11 @@ def prefix_loss(model: GPT, x: torch.Tensor, y: torch.Tensor) -> float:
     return torch.stack(losses).mean().item()
 
 
-def evaluate(checkpoint: str, device: str | None = None) -> dict:
-    """Reload a run's final model, with or without its mask as trained (on `device`, else on
-    ckpt.device_here's choice), and score it both ways; and a sample."""
+def evaluate(checkpoint: str) -> dict:
+    """Reload a run's final model, with or without its mask as trained (on ckpt.device_here's choice of
+    device), and score it both ways; and a sample."""
     model, state = GPT.from_checkpoint(checkpoint)
-    device = ckpt.device_here(state, device)
+    device = ckpt.device_here(state)
     model.to(device)
     cfg = ckpt.settings_on(state, device)
     data_dir = ckpt.checkpoint_data_dir(state, load_tokenizer)

@@ -37,11 +37,11 @@ def load_run(checkpoint: str | Path, device: str | None = None) -> tuple[BERT, S
     return model.to(here), ckpt.settings_on(state, here), ckpt.checkpoint_data_dir(state, load_tokenizer)
 
 
-def evaluate_run(checkpoint: str | Path, device: str | None = None, **changes) -> dict:
+def evaluate_run(checkpoint: str | Path, **changes) -> dict:
     """The validation metrics of a run's final model (val_mask_loss, val_mask_accuracy, ..., NSP's) and the
     number of targets of each kind (val_mask_count, ...), on pairs made with its own settings, except for
     `changes` (e.g. MLM_PROB=0.15): so two runs can be scored on the very same masks."""
-    model, cfg, data_dir = load_run(checkpoint, device)
+    model, cfg, data_dir = load_run(checkpoint)
     cfg = SimpleNamespace(**{**vars(cfg), **changes})
     batches = validation_batches(load_split(data_dir, "val"), cfg, model.config.vocab_size,
                                  torch.device(cfg.DEVICE))
