@@ -24,7 +24,6 @@ it? Scored the way generation works, will the unmasked model be better than the 
 or worse even than the unigram baseline (a model that ignores context)? What will its samples look like?
 """
 
-
 import torch
 import torch.nn.functional as F
 
