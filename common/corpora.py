@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from itertools import chain
 from pathlib import Path
+from types import SimpleNamespace
 
 from common.download import download, extract_member
 from common.parsers import (
@@ -168,6 +169,24 @@ WIKI_SAMPLE = "wiki-sample"
 
 def corpus_names() -> list[str]:
     return [WIKI_SAMPLE, *SOURCES, *BUNDLES]
+
+
+def choose_corpus(cfg: SimpleNamespace, larger: str) -> str:
+    """The corpus a run reads, and one line that says which and why.
+
+    `auto` is the embedded wiki-sample, online or offline: every number in the chapter's README and its
+    reference.json was measured on it, so the default run is the run the README describes. A bigger corpus
+    (`larger` names the chapter's suggestion) is the learner's choice, and the line says that its numbers
+    have nothing to be compared with.
+    """
+    if cfg.CORPUS in ("auto", WIKI_SAMPLE) and not cfg.TEXT_FILE:
+        print(f"corpus: {WIKI_SAMPLE}, embedded (no download): the corpus this chapter's README and "
+              f"reference.json were measured on; --CORPUS={larger} reads a larger one")
+        return WIKI_SAMPLE
+    chosen = f"your text {cfg.TEXT_FILE}" if cfg.TEXT_FILE else f"{cfg.CORPUS}, not the default"
+    print(f"corpus: {chosen}; the README's numbers and reference.json have no row for it (the README's run "
+          f"reads {WIKI_SAMPLE}: leave out --CORPUS and --TEXT_FILE)")
+    return cfg.CORPUS
 
 
 # --- preparing a corpus -------------------------------------------------------------------------------

@@ -23,7 +23,6 @@ import hashlib
 import http.client
 import json
 import os
-import socket
 import time
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -120,18 +119,6 @@ def _safe_relative_path(member: str, zip_path: Path) -> PurePosixPath:
             "folder; delete the archive, it is not the file the course expects"
         )
     return path
-
-
-def network_available(timeout: float = 3.0) -> bool:
-    """True when huggingface.co can be looked up and connected to within `timeout` seconds.
-
-    Lets a chapter pick a download when online and the embedded wiki-sample when not.
-    """
-    try:
-        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
-    except OSError:
-        return False
-    return True
 
 
 # --- transferring --------------------------------------------------------------------------------------

@@ -38,8 +38,8 @@ from common.metrics import save_summary
 # scripts (sampling, fine-tuning, zero-shot, embed.py, laws.py, emergence.py) read. Any other setting that
 # differs from the preset makes the run one that no reference was measured for.
 NEUTRAL = {"DEVICE", "PRESET", "OUT_DIR", "RESUME", "DATA_DIR", "KEEP_CHECKPOINTS", "CHECKPOINT", "HF_DIR",
-           "ONLY", "PROMPT", "SAMPLE_TOKENS", "TEMPERATURE", "TOP_K", "TOP_P", "STOP", "USE_CACHE", "TEXT",
-           "WORD", "CONTEXTS", "RESAMPLES", "DATA"}
+           "DRY_RUN", "ONLY", "PROMPT", "SAMPLE_TOKENS", "TEMPERATURE", "TOP_K", "TOP_P", "STOP", "USE_CACHE",
+           "TEXT", "WORD", "CONTEXTS", "RESAMPLES", "DATA"}
 NEUTRAL_PREFIXES = ("FT_", "ZS_", "EM_", "PLAN_")
 DIGITS = 3  # losses are printed, and compared, to this many decimals
 MIN_BAND = 0.005  # the narrowest band stated, however close the alternatives measured came

@@ -44,6 +44,7 @@ OUT_DIR = str(REPO_ROOT / "checkpoints" / "project1")  # checkpoints, metrics.js
 SEED = 1337  # one seed for weights, batches and dropout
 DEVICE = "auto"  # auto = cuda > mps > cpu, or name one
 PRESET = "auto"  # auto = gpu preset on a GPU, cpu preset on a CPU
+DRY_RUN = False  # True: measure one step on the CPU, print memory, FLOPs, laptop-GPU time; train nothing
 CHECKPOINT = "latest"  # sample.py / finetune.py: "latest" in OUT_DIR, or a checkpoint path
 PROMPT = "The"  # what sample.py and the end of train.py continue
 SAMPLE_TOKENS = 120  # tokens to generate when sampling

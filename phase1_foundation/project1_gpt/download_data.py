@@ -1,6 +1,7 @@
 """Prepare chapter 1's data, once: corpus -> tokenizer -> train.bin / val.bin, and fine-tuning questions.
 
-    uv run python phase1_foundation/project1_gpt/download_data.py   # auto: books online, wiki-sample offline
+    uv run python phase1_foundation/project1_gpt/download_data.py   # the embedded wiki-sample
+    uv run python phase1_foundation/project1_gpt/download_data.py --CORPUS=books  # 8 novels, downloaded
     uv run python phase1_foundation/project1_gpt/download_data.py --CORPUS=tinyshakespeare --TOKENIZER=char
     uv run python phase1_foundation/project1_gpt/download_data.py --TEXT_FILE=my_notes.txt
 
@@ -17,8 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from common.config import load_config
-from common.corpora import open_corpus, prepare_corpus
-from common.download import network_available
+from common.corpora import choose_corpus, open_corpus, prepare_corpus
 from common.sentences import document_sentences
 from common.tokenizers import CharTokenizer, SentencePieceTokenizer
 from common.tokens import read_meta, write_token_files
@@ -30,20 +30,9 @@ SPECIAL_TOKENS = ["<unk>", "<|endoftext|>", "<|start|>", "<|delim|>", "<|extract
 END_OF_TEXT = "<|endoftext|>"  # separates documents in the token stream
 
 
-def corpus_name(cfg: SimpleNamespace) -> str:
-    """`auto` means the BooksCorpus stand-in when the network is there, the embedded Wikipedia sample
-    when not."""
-    if cfg.CORPUS != "auto" or cfg.TEXT_FILE:
-        return cfg.CORPUS
-    if network_available():
-        return "books"
-    print("offline: using the embedded wiki-sample corpus (--CORPUS=books downloads novels when online)")
-    return "wiki-sample"
-
-
 def prepare(cfg: SimpleNamespace) -> Path:
     """Return the folder holding tokenizer + token files for this config, building it if it is missing."""
-    corpus = prepare_corpus(corpus_name(cfg), Path(cfg.DATA_DIR), cfg.TEXT_FILE)
+    corpus = prepare_corpus(choose_corpus(cfg, larger="books"), Path(cfg.DATA_DIR), cfg.TEXT_FILE)
     print(f"corpus: {corpus.describe()}")
     vocab = "" if cfg.TOKENIZER == "char" else str(cfg.VOCAB_SIZE)
     out_dir = Path(cfg.DATA_DIR) / "project1" / f"{corpus.path.stem}-{cfg.TOKENIZER}{vocab}"

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from common import checkpoint as ckpt
-from common import reference
+from common import dry_run, reference
 from common.baselines import unigram_cross_entropy
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
@@ -54,7 +54,7 @@ def evaluate(model: GPT, tokens: np.ndarray, cfg: SimpleNamespace, device: torch
 def main(argv: list[str] | None = None) -> dict:
     # --- config and device ---------------------------------------------------------------------------------
     cfg = load_config(config, argv)
-    device = torch.device(cfg.DEVICE)
+    device = torch.device("cpu" if cfg.DRY_RUN else cfg.DEVICE)
     enable_tf32()
     seed_everything(cfg.SEED)
     print(f"device: {describe(device)}"
@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> dict:
     flops_per_token = model.flops_per_token()  # counted once, not in the training step
     print(f"model: {model.num_parameters():,} parameters ({model.num_parameters(non_embedding=True):,} "
           f"non-embedding), {'pre' if cfg.PRE_LN else 'post'}-LN; {tokens_per_step:,} tokens per step")
+    if cfg.DRY_RUN:  # what the run would cost on a laptop GPU, from one step measured here: nothing trains
+        return dry_run.report(model, optimizer, lambda: model(*batches.next())[1], cfg)
 
     # --- resume (weights, optimizer moments, step, RNG and batch position, all exactly) or start afresh -----
     run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,

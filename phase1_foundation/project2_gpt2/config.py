@@ -45,6 +45,7 @@ OUT_DIR = str(REPO_ROOT / "checkpoints" / "project2")  # checkpoints, metrics.js
 SEED = 1337  # one seed for weights, batches and dropout
 DEVICE = "auto"  # auto = cuda > mps > cpu, or name one (under torchrun each process takes its own GPU)
 PRESET = "auto"  # auto = gpu preset on a GPU, cpu preset on a CPU
+DRY_RUN = False  # True: measure one step on the CPU, print memory, FLOPs, laptop-GPU time; train nothing
 
 # --- generation (sample.py, and the sample at the end of train.py) ----------------------------------------
 CHECKPOINT = "latest"  # "latest" in OUT_DIR, or a checkpoint path

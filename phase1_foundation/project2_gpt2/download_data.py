@@ -1,6 +1,7 @@
 """Prepare chapter 2's data, once: corpus -> byte-level BPE -> train.bin / val.bin.
 
-    uv run python phase1_foundation/project2_gpt2/download_data.py  # WikiText-103 online, else wiki-sample
+    uv run python phase1_foundation/project2_gpt2/download_data.py  # the embedded wiki-sample
+    uv run python phase1_foundation/project2_gpt2/download_data.py --CORPUS=wikitext-103  # 192 MB download
     uv run python phase1_foundation/project2_gpt2/download_data.py --TOKENIZER=gpt2  # GPT-2's vocabulary
     uv run python phase1_foundation/project2_gpt2/download_data.py --TEXT_FILE=my_notes.txt --VOCAB_SIZE=4096
 
@@ -13,24 +14,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from common.config import load_config
-from common.corpora import Corpus, prepare_corpus
-from common.download import network_available
+from common.corpora import Corpus, choose_corpus, prepare_corpus
 from common.tokens import read_meta, write_token_files
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.tokenizer import ByteBPETokenizer, gpt2_files, load_tokenizer
 
+LARGER_CORPUS = "wikitext-103"  # the opt-in: Wikipedia again, 200 times wiki-sample (a WebText stand-in)
 CHARACTERS_PER_TOKEN_TYPE = 500  # VOCAB_SIZE=0: one token type per 500 characters (see auto_vocab_size)
 TOKENIZER_TRAINING_CHARACTERS = 20_000_000  # BPE learns its merges from at most this much text
-
-
-def corpus_name(cfg: SimpleNamespace) -> str:
-    """`auto` means WikiText-103 when the network is there, the embedded Wikipedia sample when not."""
-    if cfg.CORPUS != "auto" or cfg.TEXT_FILE:
-        return cfg.CORPUS
-    if network_available():
-        return "wikitext-103"
-    print("offline: using the embedded wiki-sample corpus (--CORPUS=wikitext-103 downloads more when online)")
-    return "wiki-sample"
 
 
 def auto_vocab_size(characters: int) -> int:
@@ -56,7 +47,7 @@ def training_text(corpus: Corpus, limit: int = TOKENIZER_TRAINING_CHARACTERS):
 
 def prepare(cfg: SimpleNamespace) -> Path:
     """Return the folder holding tokenizer + token files for this config, building it if it is missing."""
-    corpus = prepare_corpus(corpus_name(cfg), Path(cfg.DATA_DIR), cfg.TEXT_FILE)
+    corpus = prepare_corpus(choose_corpus(cfg, larger=LARGER_CORPUS), Path(cfg.DATA_DIR), cfg.TEXT_FILE)
     print(f"corpus: {corpus.describe()}")
     if cfg.TOKENIZER == "gpt2":
         label = "gpt2"

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from common import checkpoint as ckpt
-from common import reference
+from common import dry_run, reference
 from common.baselines import bigram_cross_entropy, unigram_cross_entropy
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> dict | None:
     if int(os.environ.get("RANK", "0")) > 0:
         sys.stdout = open(os.devnull, "w")  # under torchrun only rank 0 speaks; the others would repeat it
     cfg = load_config(config, argv)
-    rank, world_size, device = parallel.start_processes(cfg)
+    # a dry run measures one step on the CPU, in this one process
+    rank, world_size, device = (0, 1, torch.device("cpu")) if cfg.DRY_RUN else parallel.start_processes(cfg)
     try:
         summary = train(cfg, rank, world_size, device)
         if world_size > 1:
@@ -134,6 +135,8 @@ def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device
     print(f"model: {model.num_parameters():,} parameters ({model.num_parameters(non_embedding=True):,} "
           f"non-embedding); {tokens_per_step:,} tokens per step")
     warn_if_rereading(cfg, tokens_per_step, len(train_tokens))
+    if cfg.DRY_RUN:  # what the run would cost on a laptop GPU, from one step measured here: nothing trains
+        return dry_run.report(model, optimizer, lambda: model(*batches.next())[1], cfg)
 
     run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
                            batches=batches, data_dir=data_dir, tokenizer=tokenizer,

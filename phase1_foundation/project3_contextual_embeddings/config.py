@@ -8,8 +8,8 @@ budget (measured); every run prints what its preset changed.
 from common.config import REPO_ROOT
 
 # --- data -------------------------------------------------------------------------------------------------
-SIZE = "small"  # small: WikiText-2, large: WikiText-103 (online); offline, the embedded wiki-sample serves
-CORPUS = "auto"  # auto: chosen by SIZE (PAPER: BERT §3.1 pre-trains on Wikipedia + BooksCorpus), or any name
+# PAPER: BERT §3.1 pre-trains on Wikipedia + BooksCorpus; wiki-sample is 101 Wikipedia articles
+CORPUS = "auto"  # auto: the embedded wiki-sample, online or offline; wikitext-2 / wikitext-103 download
 TEXT_FILE = None  # your own UTF-8 text file or folder of .txt files; wins over CORPUS
 VOCAB_SIZE = 8192  # PAPER: BERT §3 used a 30,000-token WordPiece vocabulary; scaled down to our data
 VAL_FRACTION = 0.05  # share of documents held out for validation
@@ -50,6 +50,7 @@ OUT_DIR = str(REPO_ROOT / "checkpoints" / "project3")  # checkpoints, metrics.js
 SEED = 1337  # one seed for weights, pairs, masks and dropout
 DEVICE = "auto"  # auto = cuda > mps > cpu, or name one
 PRESET = "auto"  # auto = gpu preset on a GPU, cpu preset on a CPU
+DRY_RUN = False  # True: measure one step on the CPU, print memory, FLOPs, laptop-GPU time; train nothing
 
 # --- embed.py ---------------------------------------------------------------------------------------------
 CHECKPOINT = "latest"  # "latest" in OUT_DIR, or a checkpoint path

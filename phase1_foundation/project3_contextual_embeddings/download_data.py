@@ -1,10 +1,10 @@
 """Prepare chapter 3's data, once: corpus -> tokenizer -> sentences as token ids, documents kept.
 
-    uv run python phase1_foundation/project3_contextual_embeddings/download_data.py --size small
-    uv run python phase1_foundation/project3_contextual_embeddings/download_data.py --size large
+    uv run python phase1_foundation/project3_contextual_embeddings/download_data.py  # wiki-sample
+    uv run python phase1_foundation/project3_contextual_embeddings/download_data.py --CORPUS=wikitext-2
     uv run python phase1_foundation/project3_contextual_embeddings/download_data.py --TEXT_FILE=my_notes.txt
 
-small is WikiText-2, large WikiText-103; offline, the embedded wiki-sample serves instead. `train.py` calls
+WikiText-2 (2M words) and WikiText-103 (103M) download when asked for. `train.py` calls
 `prepare()` itself when nothing is prepared yet. Unlike chapter 1's flat token stream, BERT's next-sentence
 pairs need to know where every sentence and every document starts, so besides the tokens we keep two offset
 tables:
@@ -15,7 +15,6 @@ tables:
     meta.json                 written last: its presence means the rest is complete
 """
 
-import sys
 from array import array
 from collections.abc import Iterable
 from itertools import chain
@@ -25,8 +24,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from common.config import load_config
-from common.corpora import prepare_corpus
-from common.download import network_available
+from common.corpora import choose_corpus, prepare_corpus
 from common.progress import progress_bar
 from common.sentences import document_sentences
 from common.tokenizers import SentencePieceTokenizer, Tokenizer
@@ -38,20 +36,7 @@ from phase1_foundation.project3_contextual_embeddings import config
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(5)
 
-SIZES = {"small": "wikitext-2", "large": "wikitext-103"}  # --SIZE -> the corpus `auto` downloads when online
 SUFFIXES = (".bin", "_sentences.npy", "_documents.npy")  # a split's files: tokens, sentence, document offsets
-
-
-def corpus_name(cfg: SimpleNamespace) -> str:
-    """`auto`: WikiText (the Wikipedia half of BERT's data) when online, the embedded wiki-sample offline."""
-    if cfg.SIZE not in SIZES:
-        raise SystemExit(f"error: --SIZE={cfg.SIZE} is not a size; use --SIZE=small or --SIZE=large")
-    if cfg.CORPUS != "auto" or cfg.TEXT_FILE:
-        return cfg.CORPUS
-    if network_available():
-        return SIZES[cfg.SIZE]
-    print(f"offline: using the embedded wiki-sample corpus ({SIZES[cfg.SIZE]} downloads when online)")
-    return "wiki-sample"
 
 
 def encode_sentence(tokenizer: Tokenizer, sentence: str) -> list[int]:
@@ -65,7 +50,7 @@ def encode_sentence(tokenizer: Tokenizer, sentence: str) -> list[int]:
 
 def prepare(cfg: SimpleNamespace) -> Path:
     """Return the folder holding tokenizer + sentence files for this config, building it if it is missing."""
-    corpus = prepare_corpus(corpus_name(cfg), Path(cfg.DATA_DIR), cfg.TEXT_FILE)
+    corpus = prepare_corpus(choose_corpus(cfg, larger="wikitext-2"), Path(cfg.DATA_DIR), cfg.TEXT_FILE)
     print(f"corpus: {corpus.describe()}")
     out_dir = Path(cfg.DATA_DIR) / "project3" / f"{corpus.path.stem}-sp{cfg.VOCAB_SIZE}"
     if (out_dir / "meta.json").exists() and read_meta(out_dir)["val_fraction"] == cfg.VAL_FRACTION:
@@ -147,21 +132,8 @@ def load_split(folder: Path, split: str) -> tuple[np.memmap, np.ndarray, np.ndar
     return np.memmap(tokens_path, dtype=meta["dtype"], mode="r"), sentences, documents
 
 
-def _size_flag(argv: list[str]) -> list[str]:
-    """`--size small` (or `--size=large`), as the README writes it, is `--SIZE=small`."""
-    out = []
-    for arg in argv:
-        if out and out[-1] == "--size":
-            out[-1] = f"--SIZE={arg}"
-        elif arg.startswith("--size="):
-            out.append("--SIZE=" + arg.removeprefix("--size="))
-        else:
-            out.append(arg)
-    return out
-
-
 def main(argv: list[str] | None = None) -> Path:
-    return prepare(load_config(config, _size_flag(sys.argv[1:] if argv is None else argv)))
+    return prepare(load_config(config, argv))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import torch
 
 from common import checkpoint as ckpt
-from common import reference
+from common import dry_run, reference
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
 from common.interrupt import GracefulInterrupt
@@ -67,7 +67,7 @@ def describe_model(model: BERT, cfg: SimpleNamespace) -> str:
 def main(argv: list[str] | None = None) -> dict:
     # --- config and device ---------------------------------------------------------------------------------
     cfg = load_config(config, argv)
-    device = torch.device(cfg.DEVICE)
+    device = torch.device("cpu" if cfg.DRY_RUN else cfg.DEVICE)
     enable_tf32()
     seed_everything(cfg.SEED)
     print(f"device: {describe(device)}")
@@ -90,6 +90,11 @@ def main(argv: list[str] | None = None) -> dict:
     scaler = grad_scaler(device)
     batches = pair_batches(train_split, cfg, tokenizer.vocab_size, device, seed=cfg.SEED, training=True)
     print(describe_model(model, cfg))
+    if cfg.DRY_RUN:  # what the run would cost on a laptop GPU, from one step measured here: nothing trains
+        def loss() -> torch.Tensor:
+            return pretraining_loss(model, batches.next(), cfg.USE_NSP)[0]
+
+        return dry_run.report(model, optimizer, loss, cfg)
 
     # --- resume (weights, optimizer moments, step, RNG, the pair generator, all exactly) or start afresh ---
     run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,

@@ -1,7 +1,8 @@
 """Prepare chapter 4's data, once, and say whether it is enough: corpus -> characters -> train.bin / val.bin.
 
     uv run python phase1_foundation/project4_scaling/download_data.py                      # the cpu sweep's
-    uv run python phase1_foundation/project4_scaling/download_data.py --PRESET=gpu         # WikiText-103
+    uv run python phase1_foundation/project4_scaling/download_data.py --PRESET=gpu         # the gpu sweep's
+    uv run python phase1_foundation/project4_scaling/download_data.py --CORPUS=wikitext-103  # 540M characters
     uv run python phase1_foundation/project4_scaling/download_data.py --TEXT_FILE=my_notes.txt
 
 The text is read as characters: it is the tokenizer that makes the most tokens of a small corpus, and it needs
@@ -19,7 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from common.config import load_config
-from common.corpora import prepare_corpus
+from common.corpora import choose_corpus, prepare_corpus
 from common.tokenizers import CharTokenizer
 from common.tokens import read_meta, write_token_files
 from phase1_foundation.project4_scaling import config
@@ -29,16 +30,9 @@ END_OF_TEXT = "<|endoftext|>"  # between documents
 SPECIAL_TOKENS = ["<unk>", END_OF_TEXT]  # <unk>: a character the training text never had
 
 
-def corpus_name(cfg: SimpleNamespace) -> str:
-    """`auto` is the embedded wiki-sample: the cpu sweep is sized to it, and it needs no network."""
-    if cfg.TEXT_FILE:
-        return cfg.CORPUS
-    return "wiki-sample" if cfg.CORPUS == "auto" else cfg.CORPUS
-
-
 def prepare(cfg: SimpleNamespace) -> Path:
     """Return the folder holding the tokenizer and token files for this config, building it if missing."""
-    corpus = prepare_corpus(corpus_name(cfg), Path(cfg.DATA_DIR), cfg.TEXT_FILE)
+    corpus = prepare_corpus(choose_corpus(cfg, larger="wikitext-103"), Path(cfg.DATA_DIR), cfg.TEXT_FILE)
     print(f"corpus: {corpus.describe()}")
     out_dir = Path(cfg.DATA_DIR) / "project4" / f"{corpus.path.stem}-char-min{cfg.MIN_CHAR_COUNT}"
     if (out_dir / "meta.json").exists() and read_meta(out_dir)["val_fraction"] == cfg.VAL_FRACTION:

@@ -30,7 +30,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from common import reference
+from common import dry_run, reference
 from common.baselines import bigram_cross_entropy, unigram_cross_entropy
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, seed_everything
@@ -124,17 +124,24 @@ def validation_loss(model: GPT, tokens: np.ndarray, cfg: SimpleNamespace, device
     return total / count
 
 
-def train_run(run: Run, vocab_size: int, train_tokens: np.ndarray, val_tokens: np.ndarray,
-              cfg: SimpleNamespace, device: torch.device, interrupt: GracefulInterrupt, bar,
-              settings: dict) -> dict | None:
-    """One point of the sweep, start to end; its row for results.jsonl, or None if Ctrl-C stopped it."""
+def build(run: Run, vocab_size: int, train_tokens: np.ndarray, cfg: SimpleNamespace,
+          device: torch.device) -> tuple[GPT, torch.optim.Optimizer, EpochBatches]:
+    """The model of one run, its optimizer at the run's peak learning rate, and its batches."""
     seed_everything(run.seed)
     model = GPT(GPTConfig(vocab_size=vocab_size, block_size=cfg.BLOCK_SIZE, n_layer=run.n_layer,
                           n_head=run.n_embd // cfg.HEAD_SIZE, n_embd=run.n_embd)).to(device)
     assert model.num_parameters(non_embedding=True) == run.params
     peak_lr = kaplan_learning_rate(run.params, cfg.LR_SCALE)
     optimizer = adamw(model, peak_lr, cfg.WEIGHT_DECAY, cfg.BETAS, device)
-    batches = EpochBatches(train_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, run.seed)
+    return model, optimizer, EpochBatches(train_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, run.seed)
+
+
+def train_run(run: Run, vocab_size: int, train_tokens: np.ndarray, val_tokens: np.ndarray,
+              cfg: SimpleNamespace, device: torch.device, interrupt: GracefulInterrupt, bar,
+              settings: dict) -> dict | None:
+    """One point of the sweep, start to end; its row for results.jsonl, or None if Ctrl-C stopped it."""
+    model, optimizer, batches = build(run, vocab_size, train_tokens, cfg, device)
+    peak_lr = kaplan_learning_rate(run.params, cfg.LR_SCALE)
     warmup = max(1, round(cfg.WARMUP_FRACTION * run.steps))
     cycle = round(cfg.COSINE_STRETCH * (run.steps - 1))  # the cosine's length; 1.0: floor at the last step
     start = time.perf_counter()
@@ -170,9 +177,31 @@ def train_run(run: Run, vocab_size: int, train_tokens: np.ndarray, val_tokens: n
     }
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+def dry_run_sweep(runs: list[Run], vocab_size: int, train_tokens: np.ndarray, cfg: SimpleNamespace) -> dict:
+    """--DRY_RUN=True: one step of each shape measured on the CPU; the whole sweep's FLOPs and laptop-GPU
+    time, and the peak memory of its largest shape. Nothing is trained."""
+    def step_cost(run: Run) -> dry_run.StepCost:
+        model, optimizer, batches = build(run, vocab_size, train_tokens, cfg, torch.device("cpu"))
+        return dry_run.measure_step(model, optimizer, lambda: model(*batches.next())[1],
+                                    dry_run.dtype_for(cfg.PRESET))
+
+    costs = {}  # (n_layer, n_embd) -> the cost of one step of that shape
+    for run in runs:
+        if (run.n_layer, run.n_embd) not in costs:
+            costs[run.n_layer, run.n_embd] = step_cost(run)
+    flops = sum(costs[run.n_layer, run.n_embd].flops * run.steps for run in runs)
+    largest = max(costs.values(), key=lambda cost: cost.memory_bytes)
+    print(f"the sweep's largest shape ({largest.parameters:,} parameters) below; FLOPs and time are all "
+          f"{len(runs)} runs'")
+    print(dry_run.describe(largest, preset=cfg.PRESET, flops=flops,
+                           what=f"{len(runs)} runs, {sum(run.steps for run in runs):,} steps of "
+                                f"{cfg.BATCH_SIZE} x {cfg.BLOCK_SIZE} tokens"))
+    return dry_run.summary(largest, flops)
+
+
+def main(argv: list[str] | None = None) -> list[dict] | dict:
     cfg = load_config(config, argv)
-    device = torch.device(cfg.DEVICE)
+    device = torch.device("cpu" if cfg.DRY_RUN else cfg.DEVICE)
     enable_tf32()
     print(f"device: {describe(device)}")
 
@@ -190,6 +219,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if repeats:
         print(f"noise: at C = {cfg.NOISE_BUDGET:g} (kaplan counting) every shape is trained with "
               f"{cfg.NOISE_SEEDS} seeds, {len(repeats)} runs more")
+    if cfg.DRY_RUN:  # what the sweep would cost on a laptop GPU, from steps measured here: nothing trains
+        return dry_run_sweep(runs, meta["vocab_size"], train_tokens, cfg)
 
     results = Path(cfg.OUT_DIR) / "results.jsonl"
     floor = baselines(train_tokens, val_tokens, cfg, meta["vocab_size"])

@@ -1,11 +1,7 @@
-"""download() and extract_member() against a local HTTP server: success, every failure, resume, zip slip.
-
-network_available() against a stand-in for the socket connection.
-"""
+"""download() and extract_member() against a local HTTP server: success, every failure, resume, zip slip."""
 
 import hashlib
 import json
-import socket
 import threading
 import time
 import zipfile
@@ -14,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from common import download as download_module
-from common.download import RECORD_NAME, download, extract_member, network_available
+from common.download import RECORD_NAME, download, extract_member
 
 BODY = bytes(range(256)) * 400  # 102,400 bytes
 SHA = hashlib.sha256(BODY).hexdigest()
@@ -195,17 +191,3 @@ def test_extract_member_reports_missing_member_and_broken_zip(tmp_path):
     with pytest.raises(SystemExit, match="not a readable zip archive"):
         extract_member(tmp_path / "broken.zip", "x.txt", tmp_path / "out")
     assert list((tmp_path / "out").iterdir()) == []
-
-
-def test_network_available(monkeypatch):
-    class Connection:
-        def close(self):
-            pass
-
-    def refuse(address, timeout):
-        raise OSError("no network")
-
-    monkeypatch.setattr(socket, "create_connection", lambda address, timeout: Connection())
-    assert network_available() is True
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    assert network_available(timeout=0.1) is False

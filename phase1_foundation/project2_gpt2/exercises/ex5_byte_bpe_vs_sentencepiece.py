@@ -21,11 +21,11 @@ anything from the held-out English article?
 from pathlib import Path
 
 from common.config import load_config
-from common.corpora import prepare_corpus
+from common.corpora import choose_corpus, prepare_corpus
 from common.exercises import print_measured
 from common.tokenizers import SentencePieceTokenizer
 from phase1_foundation.project2_gpt2 import config
-from phase1_foundation.project2_gpt2.download_data import auto_vocab_size, corpus_name, training_text
+from phase1_foundation.project2_gpt2.download_data import LARGER_CORPUS, auto_vocab_size, training_text
 from phase1_foundation.project2_gpt2.exercises import parse_args
 from phase1_foundation.project2_gpt2.tokenizer import END_OF_TEXT, ByteBPETokenizer
 
@@ -102,7 +102,7 @@ def vocabulary(tokenizer: ByteBPETokenizer | SentencePieceTokenizer) -> str:
 def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex5_byte_bpe_vs_sentencepiece")
     cfg = load_config(config, settings)
-    corpus = prepare_corpus(corpus_name(cfg), Path(cfg.DATA_DIR), cfg.TEXT_FILE)
+    corpus = prepare_corpus(choose_corpus(cfg, larger=LARGER_CORPUS), Path(cfg.DATA_DIR), cfg.TEXT_FILE)
     documents = list(training_text(corpus))  # what the chapter's tokenizer learns from
     if len(documents) < 2:
         raise SystemExit(f"error: {corpus.name} has one document; this exercise keeps the last one for "

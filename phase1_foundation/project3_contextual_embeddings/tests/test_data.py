@@ -99,32 +99,6 @@ def test_a_corpus_that_leaves_a_split_empty_is_one_line(tmp_path):
     assert not list(tmp_path.iterdir())  # no half-written files
 
 
-def test_size_flag_as_the_readme_writes_it(monkeypatch):
-    monkeypatch.setattr(download_data, "prepare", lambda cfg: cfg)
-    assert download_data.main(["--DEVICE=cpu"]).SIZE == "small"
-    assert download_data.main(["--size", "large", "--DEVICE=cpu"]).SIZE == "large"
-    assert download_data.main(["--size=large", "--DEVICE=cpu"]).SIZE == "large"
-    assert download_data.main(["--SIZE=large", "--DEVICE=cpu"]).SIZE == "large"
-
-
-def test_corpus_follows_size_online_and_says_so_offline(monkeypatch, capsys):
-    def cfg(size="small"):
-        return SimpleNamespace(SIZE=size, CORPUS="auto", TEXT_FILE=None)
-
-    monkeypatch.setattr(download_data, "network_available", lambda: True)
-    assert download_data.corpus_name(cfg()) == "wikitext-2"
-    assert download_data.corpus_name(cfg("large")) == "wikitext-103"
-    assert capsys.readouterr().out == ""
-
-    monkeypatch.setattr(download_data, "network_available", lambda: False)
-    assert download_data.corpus_name(cfg()) == "wiki-sample"
-    out = capsys.readouterr().out
-    assert out.startswith("offline: using the embedded wiki-sample corpus") and out.count("\n") == 1
-
-    with pytest.raises(SystemExit, match="--SIZE=medium is not a size"):
-        download_data.corpus_name(cfg("medium"))
-
-
 # --- mask_tokens --------------------------------------------------------------------------------------------
 
 
