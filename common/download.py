@@ -65,6 +65,7 @@ def download(url: str, dest: Path, *, size: int | None, sha256: str | None,
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
+    print(f"downloading {url}" + (f", {size / 1e6:,.1f} MB" if size else "") + f", to {dest}")
     try:
         _fetch(url, part, size, timeout, retries)
         actual_sha = _check(part, size, expected_sha, recorded=sha256 is None)

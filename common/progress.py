@@ -48,3 +48,12 @@ def close_bars() -> None:
     words (tqdm keeps its open bars in `tqdm._instances`)."""
     for bar in list(getattr(tqdm, "_instances", ())):
         bar.close()
+
+
+def say_how_long(doing: str, characters: int, characters_per_second: float) -> None:
+    """Before a step that takes a while, one line: what it does and about how long it takes, from the rate the
+    course measured on two CPU cores (the chapter's README says how). Steps under half a minute go unsaid."""
+    seconds = characters / characters_per_second
+    if seconds >= 30:
+        print(f"{doing} {characters:,} characters: about {max(1, round(seconds / 60))} min on two CPU cores "
+              f"(measured: {characters_per_second / 1e6:.1f}M characters a second)")

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 from common.config import load_config
 from common.corpora import Corpus, choose_corpus, prepare_corpus
+from common.progress import say_how_long
 from common.tokens import read_meta, write_token_files
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.tokenizer import ByteBPETokenizer, gpt2_files, load_tokenizer
@@ -22,6 +23,7 @@ from phase1_foundation.project2_gpt2.tokenizer import ByteBPETokenizer, gpt2_fil
 LARGER_CORPUS = "wikitext-103"  # the opt-in: Wikipedia again, 200 times wiki-sample (a WebText stand-in)
 CHARACTERS_PER_TOKEN_TYPE = 500  # VOCAB_SIZE=0: one token type per 500 characters (see auto_vocab_size)
 TOKENIZER_TRAINING_CHARACTERS = 20_000_000  # BPE learns its merges from at most this much text
+ENCODING_RATE = 10.0e6  # characters a second the byte-level BPE encodes on two CPU cores (README, "Data")
 
 
 def auto_vocab_size(characters: int) -> int:
@@ -72,6 +74,7 @@ def prepare(cfg: SimpleNamespace) -> Path:
     tokenizer.save(out_dir)
 
     print(f"encoding {corpus.name} with {tokenizer.vocab_size:,} tokens ...")
+    say_how_long("encoding", corpus.characters, ENCODING_RATE)
     meta = write_token_files(
         corpus.iter_documents(), tokenizer, out_dir,
         val_fraction=cfg.VAL_FRACTION, separator_id=tokenizer.eot_id,

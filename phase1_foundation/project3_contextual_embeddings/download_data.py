@@ -25,7 +25,7 @@ import numpy as np
 
 from common.config import load_config
 from common.corpora import choose_corpus, prepare_corpus
-from common.progress import progress_bar
+from common.progress import progress_bar, say_how_long
 from common.sentences import document_sentences
 from common.tokenizers import SentencePieceTokenizer, Tokenizer
 from common.tokens import SPLITS, SplitWriter, read_meta
@@ -36,6 +36,7 @@ from phase1_foundation.project3_contextual_embeddings import config
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(5)
 
+ENCODING_RATE = 6.1e6  # characters a second cut into sentences and encoded, two CPU cores (README, "Data")
 SUFFIXES = (".bin", "_sentences.npy", "_documents.npy")  # a split's files: tokens, sentence, document offsets
 
 
@@ -64,6 +65,7 @@ def prepare(cfg: SimpleNamespace) -> Path:
         model_type="bpe", special_tokens=SPECIAL_TOKENS, unk_token="[UNK]",
     )
     print(f"encoding {corpus.name} sentence by sentence with {tokenizer.vocab_size:,} tokens ...")
+    say_how_long("encoding", corpus.characters, ENCODING_RATE)
     meta = write_sentence_files(
         corpus.iter_documents(), tokenizer, out_dir, val_fraction=cfg.VAL_FRACTION,
         extra_meta={"corpus": corpus.name, "corpus_path": str(corpus.path)},

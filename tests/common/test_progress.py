@@ -1,7 +1,7 @@
 import io
 
 from common import progress as progress_module
-from common.progress import progress, progress_bar
+from common.progress import progress, progress_bar, say_how_long
 
 
 class Terminal(io.StringIO):
@@ -43,3 +43,11 @@ def test_a_log_file_gets_a_line_every_interval(monkeypatch):
             bar.update()
     shown = [line.split("|")[0].strip() for line in log.getvalue().splitlines()]
     assert list(dict.fromkeys(shown)) == ["0%", "20%", "40%", "60%", "80%", "100%"]  # close shows 100% again
+
+
+def test_a_long_step_is_announced_with_its_time_and_a_short_one_is_not(capsys):
+    say_how_long("encoding", 540_000_000, 10e6)  # 54 s
+    assert capsys.readouterr().out == ("encoding 540,000,000 characters: about 1 min on two CPU cores "
+                                       "(measured: 10.0M characters a second)\n")
+    say_how_long("encoding", 2_700_000, 10e6)
+    assert capsys.readouterr().out == ""
