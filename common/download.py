@@ -1,7 +1,7 @@
 """Fetch a file once, prove it is the right file, and never leave half a file behind.
 
 Downloads feed the corpus, the first step of corpus → tokenizer → token files → batches → model → checkpoint:
-corpora.py names the files and their pins; this module fetches them, and tells whether we are online at all.
+corpora.py names the files and their pins; this module fetches them.
 
     path = download(URL, data_dir / "downloads" / "input.txt", size=1_115_394, sha256="86c4...")
 

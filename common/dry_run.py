@@ -26,6 +26,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 from unittest import mock
 
 import torch
@@ -34,6 +35,7 @@ from torch.nn import functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from common.metrics import PEAK_TFLOPS
+from common.optim import adamw
 
 LAPTOP_GPU = "RTX 3050 Laptop"  # the course's reference device: 4 GB, Ampere, bf16 tensor cores
 # An assumption, stated: small models on a small GPU are taken to use 30% of its peak. The one full-size
@@ -173,15 +175,15 @@ def describe(cost: StepCost, *, preset: str, flops: float, what: str) -> str:
     ])
 
 
-def report(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: Callable[[], torch.Tensor],
-           cfg) -> dict:
+def report(model: torch.nn.Module, loss: Callable[[], torch.Tensor], cfg: SimpleNamespace) -> dict:
     """A chapter's dry run: one step of `model` (on the CPU) measured, the run's cost printed and returned.
 
-    `cfg` gives the preset, MAX_ITERS optimizer steps of GRAD_ACCUM_STEPS micro-batches (1 where a chapter
-    has no accumulation) of BATCH_SIZE sequences of at most BLOCK_SIZE tokens.
+    The optimizer is the chapters' AdamW at the run's settings; `cfg` also gives the preset and the run's
+    length: MAX_ITERS steps of GRAD_ACCUM_STEPS micro-batches of BATCH_SIZE sequences of BLOCK_SIZE tokens.
     """
+    optimizer = adamw(model, cfg.LEARNING_RATE, cfg.WEIGHT_DECAY, cfg.BETAS, torch.device("cpu"))
     cost = measure_step(model, optimizer, loss, dtype_for(cfg.PRESET))
-    micro_batches = getattr(cfg, "GRAD_ACCUM_STEPS", 1)
+    micro_batches = cfg.GRAD_ACCUM_STEPS
     flops = cost.flops * micro_batches * cfg.MAX_ITERS
     what = (f"{cfg.MAX_ITERS:,} steps of {cfg.BATCH_SIZE * micro_batches} x {cfg.BLOCK_SIZE} tokens")
     print(describe(cost, preset=cfg.PRESET, flops=flops, what=what))

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"model: {model.num_parameters():,} parameters ({model.num_parameters(non_embedding=True):,} "
           f"non-embedding), {'pre' if cfg.PRE_LN else 'post'}-LN; {tokens_per_step:,} tokens per step")
     if cfg.DRY_RUN:  # what the run would cost on a laptop GPU, from one step measured here: nothing trains
-        return dry_run.report(model, optimizer, lambda: model(*batches.next())[1], cfg)
+        return dry_run.report(model, lambda: model(*batches.next())[1], cfg)
 
     # --- resume (weights, optimizer moments, step, RNG and batch position, all exactly) or start afresh -----
     run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,

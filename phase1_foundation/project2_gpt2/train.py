@@ -136,7 +136,7 @@ def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device
           f"non-embedding); {tokens_per_step:,} tokens per step")
     warn_if_rereading(cfg, tokens_per_step, len(train_tokens))
     if cfg.DRY_RUN:  # what the run would cost on a laptop GPU, from one step measured here: nothing trains
-        return dry_run.report(model, optimizer, lambda: model(*batches.next())[1], cfg)
+        return dry_run.report(model, lambda: model(*batches.next())[1], cfg)
 
     run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
                            batches=batches, data_dir=data_dir, tokenizer=tokenizer,

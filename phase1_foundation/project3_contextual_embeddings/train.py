@@ -64,6 +64,13 @@ def describe_model(model: BERT, cfg: SimpleNamespace) -> str:
             f"positions: {POSITIONS_SAID[cfg.POSITIONS]}")
 
 
+def bert(cfg: SimpleNamespace, vocab_size: int) -> BERT:
+    """The BERT the settings describe: its shape, dropout, attention path and positions."""
+    return BERT(BertConfig(vocab_size=vocab_size, block_size=cfg.BLOCK_SIZE, n_layer=cfg.N_LAYER,
+                           n_head=cfg.N_HEAD, n_embd=cfg.N_EMBD, dropout=cfg.DROPOUT,
+                           fast_attention=cfg.FAST_ATTENTION, positions=cfg.POSITIONS))
+
+
 def main(argv: list[str] | None = None) -> dict:
     # --- config and device ---------------------------------------------------------------------------------
     cfg = load_config(config, argv)
@@ -83,18 +90,13 @@ def main(argv: list[str] | None = None) -> dict:
     baselines = metrics(Baselines.for_run(train_split, cfg, tokenizer.vocab_size).measure(val_batches), "val")
 
     # --- model and optimizer -------------------------------------------------------------------------------
-    model = BERT(BertConfig(vocab_size=tokenizer.vocab_size, block_size=cfg.BLOCK_SIZE, n_layer=cfg.N_LAYER,
-                            n_head=cfg.N_HEAD, n_embd=cfg.N_EMBD, dropout=cfg.DROPOUT,
-                            fast_attention=cfg.FAST_ATTENTION, positions=cfg.POSITIONS)).to(device)
+    model = bert(cfg, tokenizer.vocab_size).to(device)
     optimizer = adamw(model, cfg.LEARNING_RATE, cfg.WEIGHT_DECAY, cfg.BETAS, device)
     scaler = grad_scaler(device)
     batches = pair_batches(train_split, cfg, tokenizer.vocab_size, device, seed=cfg.SEED, training=True)
     print(describe_model(model, cfg))
     if cfg.DRY_RUN:  # what the run would cost on a laptop GPU, from one step measured here: nothing trains
-        def loss() -> torch.Tensor:
-            return pretraining_loss(model, batches.next(), cfg.USE_NSP)[0]
-
-        return dry_run.report(model, optimizer, loss, cfg)
+        return dry_run.report(model, lambda: pretraining_loss(model, batches.next(), cfg.USE_NSP)[0], cfg)
 
     # --- resume (weights, optimizer moments, step, RNG, the pair generator, all exactly) or start afresh ---
     run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
