@@ -31,7 +31,7 @@ from urllib.request import Request, urlopen
 
 from common.progress import progress_bar
 
-OFFLINE_HINT = "the embedded default works offline: --CORPUS=wiki-sample"
+OFFLINE_HINT = "the embedded default needs no download: leave out --CORPUS"
 RECORD_NAME = "sha256-recorded.json"
 RETRY_PAUSE_S = 2.0  # wait this long times the attempt number before retrying; tests set it to 0
 CHUNK_BYTES = 1 << 20

@@ -10,13 +10,16 @@ peak resident memory.
 
 import importlib
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from common import download, dry_run
+from common.corpora import choose_corpus
 
 CHAPTERS = ("project1_gpt", "project2_gpt2", "project3_contextual_embeddings", "project4_scaling")
 EMBEDDED = "corpus: wiki-sample, embedded (no download)"
@@ -34,13 +37,13 @@ def data_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(autouse=True)
 def no_download(monkeypatch):
-    """Every way a chapter could fetch a file fails the test: the online machine is simulated by code that
-    would download if asked, and nothing may ask."""
+    """Every way a chapter could reach the network fails the test, the course's downloader first: whether the
+    machine is online or not, nothing may ask."""
     def refuse(*args, **kwargs):
-        raise AssertionError(f"a download started: {args[:1]}")
+        raise AssertionError(f"a download started: {args[:2]}")
 
     monkeypatch.setattr(download, "_fetch", refuse)
-    monkeypatch.setattr(download, "urlopen", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -48,7 +51,7 @@ def test_the_default_data_is_the_embedded_corpus_and_no_download_starts(chapter,
     script(chapter, "download_data").main([f"--DATA_DIR={data_dir}"])
     out = capsys.readouterr().out
     assert EMBEDDED in out and "reference.json were measured on" in out
-    summary = script(chapter, "train").main(["--DRY_RUN=True", f"--DATA_DIR={data_dir}",
+    summary = script(chapter, "train").main(["--DRY_RUN=True", "--PRESET=cpu", f"--DATA_DIR={data_dir}",
                                              f"--OUT_DIR={tmp_path}"])
     out = capsys.readouterr().out
     assert EMBEDDED in out and "dry run, nothing trained: preset cpu" in out
@@ -57,10 +60,6 @@ def test_the_default_data_is_the_embedded_corpus_and_no_download_starts(chapter,
 
 
 def test_another_corpus_says_first_that_the_readme_has_no_numbers_for_it(capsys):
-    from types import SimpleNamespace
-
-    from common.corpora import choose_corpus
-
     asked = SimpleNamespace(CORPUS="wikitext-2", TEXT_FILE=None)
     assert choose_corpus(asked, larger="wikitext-2") == "wikitext-2"
     line = capsys.readouterr().out
@@ -104,14 +103,14 @@ def measure_step(*args, **kwargs):
     return cost
 
 dry_run.measure_step = measure_step
-train.main(["--DRY_RUN=True", "--DATA_DIR={data_dir}", "--OUT_DIR={out_dir}"])
+train.main(["--DRY_RUN=True", "--PRESET=cpu", "--DATA_DIR={data_dir}", "--OUT_DIR={out_dir}"])
 """
 
 
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="reads Linux's /proc")
 @pytest.mark.parametrize("chapter", CHAPTERS[:3])  # chapter 4's models add a few MB, below what RSS resolves
 def test_the_memory_estimate_agrees_with_the_cpus_measurement_within_25_percent(chapter, data_dir, tmp_path):
-    script(chapter, "download_data").main([f"--DATA_DIR={data_dir}"])  # prepared before the measured process
+    script(chapter, "download_data").main(["--PRESET=cpu", f"--DATA_DIR={data_dir}"])  # data first
     code = MEASURE.format(chapter=chapter, data_dir=data_dir, out_dir=tmp_path)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     numbers = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"grown"')))

@@ -91,13 +91,14 @@ PRESETS = {
     # Two CPU cores: 3 budgets under each counting and the noise measurement, on the embedded corpus
     # (runs and time: README)
     "cpu": dict(),
-    # A laptop GPU: the same embedded corpus, a decade and a half of compute above the cpu sweep (to 3e12
-    # FLOPs) and models to 790k non-embedding parameters. Context 128 and batches of 16 feed a GPU better than
-    # 64 and 8; the budgets stop where the training text, read MAX_EPOCHS times, still feeds four or five
-    # shapes each (--DRY_RUN=True: its FLOPs, memory and time on a laptop GPU, estimated). Larger budgets need
-    # a larger corpus: --CORPUS=wikitext-103 and your own --BUDGETS.
+    # A laptop GPU: the same embedded corpus, budgets to 3e12 FLOPs (the cpu sweep's end at 4e10, times 75)
+    # and models to 790k non-embedding parameters. Context 128 and batches of 16 feed a GPU better than 64 and
+    # 8; the budgets stop where the training text, read MAX_EPOCHS times, still feeds four to six shapes each
+    # (--DRY_RUN=True: its FLOPs, memory and time on a laptop GPU, estimated). LR_SCALE stays the cpu sweep's,
+    # measured on its shorter runs only. Larger budgets need a larger corpus: --CORPUS=wikitext-103 and your
+    # own --BUDGETS.
     "gpu": dict(
-        BUDGETS=(1e11, 3e11, 1e12, 3e12), CHINCHILLA_BUDGETS=(3e11, 1e12, 3e12, 1e13),
+        BUDGETS=(1e11, 3e11, 1e12, 3e12), CHINCHILLA_BUDGETS=(3e11, 1e12, 3e12),
         BLOCK_SIZE=128, BATCH_SIZE=16, NOISE_BUDGET=3e11,
         SHAPES=("1x16", "2x16", "1x32", "2x32", "2x48", "2x64", "3x64", "3x96", "4x128"),
         # emergence.py: nearly twice the sizes, closer around the jump, 4x the held-out problems; untimed

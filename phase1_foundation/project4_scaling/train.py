@@ -190,13 +190,14 @@ def dry_run_sweep(runs: list[Run], vocab_size: int, train_tokens: np.ndarray, cf
         if (run.n_layer, run.n_embd) not in costs:
             costs[run.n_layer, run.n_embd] = step_cost(run)
     flops = sum(costs[run.n_layer, run.n_embd].flops * run.steps for run in runs)
+    seconds = sum(costs[run.n_layer, run.n_embd].laptop_seconds * run.steps for run in runs)
     largest = max(costs.values(), key=lambda cost: cost.memory_bytes)
     print(f"the sweep's largest shape ({largest.parameters:,} parameters) below; FLOPs and time are all "
           f"{len(runs)} runs'")
-    print(dry_run.describe(largest, preset=cfg.PRESET, flops=flops,
+    print(dry_run.describe(largest, preset=cfg.PRESET, flops=flops, seconds=seconds,
                            what=f"{len(runs)} runs, {sum(run.steps for run in runs):,} steps of "
                                 f"{cfg.BATCH_SIZE} x {cfg.BLOCK_SIZE} tokens"))
-    return dry_run.summary(largest, flops)
+    return dry_run.summary(largest, flops, seconds)
 
 
 def main(argv: list[str] | None = None) -> list[dict] | dict:

@@ -102,7 +102,7 @@ def test_failures_leave_nothing_behind(server, tmp_path, path, size, sha, messag
     dest = tmp_path / "dl" / "file.bin"
     with pytest.raises(SystemExit, match=message) as failure:
         download(url(server, path), dest, size=size, sha256=sha)
-    assert "the embedded default works offline: --CORPUS=wiki-sample" in str(failure.value)
+    assert "the embedded default needs no download: leave out --CORPUS" in str(failure.value)
     assert "\n" not in str(failure.value)
     assert list(dest.parent.iterdir()) == []
 
