@@ -29,7 +29,7 @@ from phase1_foundation.project1_gpt import config
 # in the vocabulary up front, so their embeddings simply stay untrained until finetune.py learns them.
 SPECIAL_TOKENS = ["<unk>", "<|endoftext|>", "<|start|>", "<|delim|>", "<|extract|>"]
 END_OF_TEXT = "<|endoftext|>"  # separates documents in the token stream
-# Characters a second each tokenizer encodes into token files on two CPU cores (README, "Data")
+# Characters a second each tokenizer encodes into token files on two CPU cores (root README, "Data")
 ENCODING_RATE = {"bpe": 5.0e6, "char": 22.7e6}
 
 

@@ -23,7 +23,7 @@ from phase1_foundation.project2_gpt2.tokenizer import ByteBPETokenizer, gpt2_fil
 LARGER_CORPUS = "wikitext-103"  # the opt-in: Wikipedia again, 200 times wiki-sample (a WebText stand-in)
 CHARACTERS_PER_TOKEN_TYPE = 500  # VOCAB_SIZE=0: one token type per 500 characters (see auto_vocab_size)
 TOKENIZER_TRAINING_CHARACTERS = 20_000_000  # BPE learns its merges from at most this much text
-ENCODING_RATE = 10.0e6  # characters a second the byte-level BPE encodes on two CPU cores (README, "Data")
+ENCODING_RATE = 4.9e6  # characters a second the byte-level BPE encodes a large corpus, two CPU cores (README)
 
 
 def auto_vocab_size(characters: int) -> int:

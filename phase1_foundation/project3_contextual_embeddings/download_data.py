@@ -36,7 +36,7 @@ from phase1_foundation.project3_contextual_embeddings import config
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(5)
 
-ENCODING_RATE = 6.1e6  # characters a second cut into sentences and encoded, two CPU cores (README, "Data")
+ENCODING_RATE = 6.1e6  # characters a second cut into sentences and encoded (root README, "Data")
 SUFFIXES = (".bin", "_sentences.npy", "_documents.npy")  # a split's files: tokens, sentence, document offsets
 
 

@@ -21,6 +21,7 @@ from types import SimpleNamespace
 
 from common.config import load_config
 from common.corpora import choose_corpus, prepare_corpus
+from common.progress import say_how_long
 from common.tokenizers import CharTokenizer
 from common.tokens import read_meta, write_token_files
 from phase1_foundation.project4_scaling import config
@@ -28,6 +29,7 @@ from phase1_foundation.project4_scaling.sweep import affordable_runs, planned_ru
 
 END_OF_TEXT = "<|endoftext|>"  # between documents
 SPECIAL_TOKENS = ["<unk>", END_OF_TEXT]  # <unk>: a character the training text never had
+ENCODING_RATE = 22.7e6  # characters a second encoded as characters, two CPU cores (root README, "Data")
 
 
 def prepare(cfg: SimpleNamespace) -> Path:
@@ -39,6 +41,7 @@ def prepare(cfg: SimpleNamespace) -> Path:
         return out_dir
     tokenizer = CharTokenizer.train(corpus.iter_documents(), SPECIAL_TOKENS, min_count=cfg.MIN_CHAR_COUNT)
     tokenizer.save(out_dir)
+    say_how_long("encoding", corpus.characters, ENCODING_RATE)
     meta = write_token_files(corpus.iter_documents(), tokenizer, out_dir, val_fraction=cfg.VAL_FRACTION,
                              separator_id=tokenizer.token_to_id(END_OF_TEXT),
                              extra_meta={"corpus": corpus.name})
