@@ -197,7 +197,7 @@ def prepare_corpus(name: str, data_dir: Path, text_file: str | None = None) -> C
     if text_file:
         return _own_text(Path(text_file), data_dir)
     if name == WIKI_SAMPLE:
-        return _cached(name, name, data_dir, wiki_sample_documents, "article", "embedded, offline")
+        return _cached(name, name, data_dir, wiki_sample_documents, "article", "embedded, no download")
     if name in SOURCES:
         source = SOURCES[name]
         return _cached(name, name, data_dir, lambda: _downloaded_documents(source, data_dir), source.unit,

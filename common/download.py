@@ -47,11 +47,13 @@ class _BrokenOff(Exception):
 
 
 def download(url: str, dest: Path, *, size: int | None, sha256: str | None,
-             timeout: float = 30, retries: int = 3) -> Path:
+             timeout: float = 30, retries: int = 3, hint: str = OFFLINE_HINT) -> Path:
     """Return `dest` holding the file at `url`, downloading it only if it is not already there and intact.
 
     `size` (bytes) and `sha256` pin the file; either may be None when it cannot be known in advance.
-    With sha256=None the hash of the first successful download is recorded and required afterwards.
+    With sha256=None the hash of the first successful download is recorded and required afterwards. A failed
+    download ends in one line: what went wrong, where to put the file by hand, and `hint`, the way on
+    without it.
     """
     dest = Path(dest)
     expected_sha = sha256 or _recorded_sha256(dest)
@@ -75,7 +77,7 @@ def download(url: str, dest: Path, *, size: int | None, sha256: str | None,
     except DownloadFailed as e:
         raise SystemExit(
             f"error: could not download {url}: {e}; try again later, or save the file by hand as {dest}; "
-            f"{OFFLINE_HINT}"
+            f"{hint}"
         ) from None
     finally:  # also on Ctrl-C; after os.replace the .part name no longer exists
         part.unlink(missing_ok=True)

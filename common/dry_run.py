@@ -91,7 +91,8 @@ def measure_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss:
                  dtype: torch.dtype | None) -> StepCost:
     """One training step: `loss()` draws a batch and returns its loss; backward and the optimizer follow.
 
-    A tensor saved for backward is counted once by the storage it lives in (views share one), and not at all
+    The step counted is the second: in the first, AdamW creates its state, work no later step repeats. A
+    tensor saved for backward is counted once by the storage it lives in (views share one), and not at all
     when that storage is a parameter's: parameters are counted on their own.
     """
     parameters = list(model.parameters())
@@ -110,6 +111,11 @@ def measure_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss:
         largest = max(largest, sum(g.nbytes for g in (*grad_inputs, *grad_outputs) if g is not None))
 
     model.train()
+    optimizer.zero_grad(set_to_none=True)
+    with _as_on_a_gpu(dtype):
+        first = loss()
+    first.backward()
+    optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     start = time.perf_counter()
     with FlopCounterMode(display=False) as flops, _Operations() as operations:

@@ -323,10 +323,8 @@ def gpt2_files(data_dir: Path) -> tuple[Path, Path]:
     folder = Path(data_dir) / "downloads" / "gpt2"
     paths = []
     for name, (size, sha256) in GPT2_FILES.items():
-        try:
-            paths.append(download(GPT2_URL + name, folder / name, size=size, sha256=sha256))
-        except SystemExit as failure:  # download's line suggests an offline corpus; the tokenizer needs this
-            raise SystemExit(f"{failure}; or --TOKENIZER=bpe, which trains a tokenizer offline") from None
+        paths.append(download(GPT2_URL + name, folder / name, size=size, sha256=sha256,
+                              hint="--TOKENIZER=bpe trains a tokenizer with no download"))
     encoder_json, vocab_bpe = paths
     return encoder_json, vocab_bpe
 

@@ -36,6 +36,7 @@ from phase1_foundation.project3_contextual_embeddings import config
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(5)
 
+TRAINING_RATE = 37.2e6  # characters a second SentencePiece reads to learn (root README, "Data")
 ENCODING_RATE = 6.1e6  # characters a second cut into sentences and encoded (root README, "Data")
 SUFFIXES = (".bin", "_sentences.npy", "_documents.npy")  # a split's files: tokens, sentence, document offsets
 
@@ -60,6 +61,7 @@ def prepare(cfg: SimpleNamespace) -> Path:
     # BPE like chapter 1, not BERT's WordPiece: both grow a vocabulary by merging pieces, and SentencePiece's
     # byte fallback means no word ever becomes [UNK].
     print(f"training a bpe tokenizer on {corpus.name} ...")
+    say_how_long("reading", corpus.characters, TRAINING_RATE)
     tokenizer = SentencePieceTokenizer.train(
         corpus.iter_documents(), out_dir, cfg.VOCAB_SIZE,
         model_type="bpe", special_tokens=SPECIAL_TOKENS, unk_token="[UNK]",

@@ -65,8 +65,8 @@ def test_wiki_sample_cache_is_reused_and_described(wiki, monkeypatch):
     assert corpus.path == corpus.path.parent.parent / "corpora" / "wiki-sample.jsonl"
     monkeypatch.setattr(corpora, "wiki_sample_documents", lambda: pytest.fail("parsed again"))
     assert prepare_corpus("wiki-sample", corpus.path.parent.parent) == corpus
-    assert re.fullmatch(r"wiki-sample: \d+ articles, [\d,]+ characters, [\d,]+ words \(embedded, offline\)",
-                        corpus.describe())
+    described = r"wiki-sample: \d+ articles, [\d,]+ characters, [\d,]+ words \(embedded, no download\)"
+    assert re.fullmatch(described, corpus.describe())
 
 
 # --- your own text -----------------------------------------------------------------------------------------

@@ -312,6 +312,7 @@ def test_gpt2_files_refuses_a_wrong_file(server, tmp_path):
     with pytest.raises(SystemExit, match="expected 1,042,301") as failure:
         gpt2_files(tmp_path)
     assert "--TOKENIZER=bpe" in str(failure.value) and "\n" not in str(failure.value)
+    assert "--CORPUS" not in str(failure.value)  # the corpus is not what is missing
     assert list((tmp_path / "downloads" / "gpt2").iterdir()) == []  # nothing half-checked is left
 
 
