@@ -174,12 +174,12 @@ def corpus_names() -> list[str]:
 def choose_corpus(cfg: SimpleNamespace, larger: str) -> str:
     """The corpus a run reads, and one line that says which and why.
 
-    `auto` is the embedded wiki-sample, online or offline: every number in the chapter's README and its
+    The default is the embedded wiki-sample, online or offline: every result in the chapter's README and its
     reference.json was measured on it, so the default run is the run the README describes. A bigger corpus
     (`larger` names the chapter's suggestion) is the learner's choice, and the line says that its numbers
     have nothing to be compared with.
     """
-    if cfg.CORPUS in ("auto", WIKI_SAMPLE) and not cfg.TEXT_FILE:
+    if cfg.CORPUS == WIKI_SAMPLE and not cfg.TEXT_FILE:
         print(f"corpus: {WIKI_SAMPLE}, embedded (no download): the corpus this chapter's README and "
               f"reference.json were measured on; --CORPUS={larger} reads a larger one")
         return WIKI_SAMPLE

@@ -32,7 +32,6 @@ from types import ModuleType, SimpleNamespace
 import torch
 
 from common.config import REPO_ROOT, portable, settings
-from common.corpora import WIKI_SAMPLE
 from common.metrics import save_summary
 
 # Settings that cannot change a train.py run's numbers: where things go, what is resumed, what other
@@ -52,8 +51,6 @@ def counted(values: dict) -> dict:
     """The settings that decide a run's numbers, as JSON stores them (tuples become lists)."""
     kept = {name: value for name, value in values.items()
             if name not in NEUTRAL and not name.startswith(NEUTRAL_PREFIXES)}
-    if kept.get("CORPUS") == WIKI_SAMPLE:  # named, the default corpus is the same run as CORPUS=auto
-        kept["CORPUS"] = "auto"
     return json.loads(json.dumps(kept))
 
 

@@ -66,7 +66,8 @@ def test_another_corpus_says_first_that_the_readme_has_no_numbers_for_it(capsys)
     line = capsys.readouterr().out
     assert line.count("\n") == 1 and "have no row for it" in line
     assert "leave out --CORPUS and --TEXT_FILE" in line
-    assert choose_corpus(SimpleNamespace(CORPUS="auto", TEXT_FILE="notes.txt"), larger="books") == "auto"
+    own = SimpleNamespace(CORPUS="wiki-sample", TEXT_FILE="notes.txt")
+    assert choose_corpus(own, larger="books") == "wiki-sample"  # the text file wins (prepare_corpus)
     assert "your text notes.txt" in capsys.readouterr().out
 
 

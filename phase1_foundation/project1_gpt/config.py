@@ -7,7 +7,7 @@ model, the length of training) is set by the presets at the bottom and printed a
 from common.config import REPO_ROOT
 
 # --- data -------------------------------------------------------------------------------------------------
-CORPUS = "auto"  # auto: the embedded wiki-sample, online or offline; books downloads 8 Gutenberg novels
+CORPUS = "wiki-sample"  # embedded, no download; books downloads 8 Gutenberg novels
 TEXT_FILE = None  # your own UTF-8 text file or folder of .txt files; wins over CORPUS
 TOKENIZER = "bpe"  # bpe (sentencepiece, byte fallback) or char
 VOCAB_SIZE = 8192  # PAPER: GPT-1 §4.1 used 40,000 BPE merges (40,478 tokens); scaled down to our data

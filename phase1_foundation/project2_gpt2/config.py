@@ -9,7 +9,7 @@ Appendix B), the same family trained the same way, and say so.
 from common.config import REPO_ROOT
 
 # --- data -------------------------------------------------------------------------------------------------
-CORPUS = "auto"  # auto: the embedded wiki-sample, online or offline; wikitext-103 downloads 200 times more
+CORPUS = "wiki-sample"  # embedded, no download; wikitext-103 downloads 200 times more
 TEXT_FILE = None  # your own UTF-8 text file or folder of .txt files; wins over CORPUS
 TOKENIZER = "bpe"  # bpe: a byte-level BPE trained on the corpus; gpt2: GPT-2's released vocabulary
 VOCAB_SIZE = 0  # bpe only: 0 = sized to the corpus (see download_data.py); PAPER: GPT-2 §2.2 has 50,257

@@ -9,7 +9,7 @@ from common.config import REPO_ROOT
 
 # --- data -------------------------------------------------------------------------------------------------
 # PAPER: BERT §3.1 pre-trains on Wikipedia + BooksCorpus; wiki-sample is 101 Wikipedia articles
-CORPUS = "auto"  # auto: the embedded wiki-sample, online or offline; wikitext-2 / wikitext-103 download
+CORPUS = "wiki-sample"  # embedded, no download; wikitext-2 / wikitext-103 download
 TEXT_FILE = None  # your own UTF-8 text file or folder of .txt files; wins over CORPUS
 VOCAB_SIZE = 8192  # PAPER: BERT §3 used a 30,000-token WordPiece vocabulary; scaled down to our data
 VAL_FRACTION = 0.05  # share of documents held out for validation

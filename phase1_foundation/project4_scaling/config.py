@@ -11,7 +11,7 @@ what a laptop CPU and GPU can afford; every run prints what it used.
 from common.config import REPO_ROOT
 
 # --- data -------------------------------------------------------------------------------------------------
-CORPUS = "auto"  # auto: the embedded wiki-sample (2.7M characters), online or offline; wikitext-103 downloads
+CORPUS = "wiki-sample"  # embedded (2.7M characters), no download; wikitext-103 downloads
 TEXT_FILE = None  # your own UTF-8 text file or folder of .txt files; wins over CORPUS
 VAL_FRACTION = 0.05  # share of documents held out; every run is scored on the same validation tokens
 DATA_DIR = str(REPO_ROOT / "data")  # prepared corpora and token files
