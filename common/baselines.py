@@ -17,24 +17,32 @@ def unigram_cross_entropy(train: np.ndarray, val: np.ndarray, vocab_size: int) -
 
 
 def bigram_cross_entropy(train: np.ndarray, val: np.ndarray, vocab_size: int) -> float:
-    """P(next | previous) with Witten-Bell smoothing, scored on every (previous, next) pair of `val`.
+    """`bigram_log_probs`'s model scored on every (previous, next) pair of `val` (nats per token)."""
+    val = np.asarray(val, dtype=np.int64)
+    return float(-bigram_log_probs(train, val[:-1], val[1:], vocab_size).mean())
+
+
+def bigram_log_probs(train: np.ndarray, previous: np.ndarray, following: np.ndarray,
+                     vocab_size: int) -> np.ndarray:
+    """log P(following | previous) for each pair, under a bigram model counted on `train` with Witten-Bell
+    smoothing.
 
     Witten-Bell mixes the bigram's counts with the unigram: a token seen after many different tokens gets
     more of the unigram's share, λ(prev) = n(prev) / (n(prev) + types(prev)), where n counts how often prev
     was followed by anything and types by how many different tokens. The unigram is add-one smoothed, so
     every token has a probability. Counts live in a sparse matrix: vocab_size² cells would not fit.
     """
-    train, val = np.asarray(train, dtype=np.int64), np.asarray(val, dtype=np.int64)
+    train = np.asarray(train, dtype=np.int64)
+    prev, nxt = np.asarray(previous, dtype=np.int64).ravel(), np.asarray(following, dtype=np.int64).ravel()
     unigram = np.bincount(train, minlength=vocab_size).astype(np.float64) + 1
     unigram /= unigram.sum()
     ones = np.ones(len(train) - 1)
     pairs = sparse.csr_matrix((ones, (train[:-1], train[1:])), shape=(vocab_size, vocab_size))  # sums dupes
     followers = np.asarray(pairs.sum(axis=1)).ravel()  # n(prev)
     types = np.diff(pairs.indptr).astype(np.float64)  # distinct tokens seen after prev
-    prev, nxt = val[:-1], val[1:]
     seen = np.asarray(pairs[prev, nxt]).ravel()  # c(prev, next)
     denominator = followers[prev] + types[prev]
     with np.errstate(invalid="ignore", divide="ignore"):  # a prev never seen in training: all unigram
         bigram = np.where(denominator > 0, seen / denominator, 0.0)
         weight = np.where(denominator > 0, types[prev] / denominator, 1.0)
-    return float(-np.log(bigram + weight * unigram[nxt]).mean())
+    return np.log(bigram + weight * unigram[nxt])

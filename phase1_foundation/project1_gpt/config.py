@@ -53,10 +53,14 @@ TOP_K = 40  # sample only among the k most likely tokens (0 = all)
 HF_DIR = ""  # sample.py: a transformers-layout openai-gpt folder instead of our checkpoint
 
 # --- fine-tuning (finetune.py) ----------------------------------------------------------------------------
-FT_CHOICES = 2  # PAPER: GPT-1 §4.2, Story Cloze: the right ending of two (the other from another document)
-FT_CONTEXT_SENTENCES = 3  # sentences of context before the ending
+FT_TASK = "swap"  # swap: the real sentence or it with two adjacent words swapped; ending: exercise 4's task
+FT_CHOICES = 2  # candidates per question (the swap task has two)
+FT_CONTEXT_SENTENCES = 1  # sentences of context before the candidates
 FT_TRAIN_QUESTIONS = 2000  # questions built from training documents
 FT_VAL_QUESTIONS = 500  # questions built from held-out documents
+FT_LABELS = ()  # training questions each fine-tuning learns from (empty: all); several counts draw a curve
+FT_SEEDS = (1337,)  # one fine-tuning per seed (the classifier's weights, dropout and the order of questions)
+FT_FROM = ("pretrained", "scratch")  # fine-tune the checkpoint, and the same architecture from random weights
 FT_BATCH_SIZE = 32  # PAPER: GPT-1 §4.1, batch size 32 for fine-tuning
 FT_LEARNING_RATE = 6.25e-5  # PAPER: GPT-1 §4.1, fine-tuning learning rate
 FT_EPOCHS = 3  # PAPER: GPT-1 §4.1, 3 epochs suffice for most tasks

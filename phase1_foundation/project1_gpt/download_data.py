@@ -26,7 +26,8 @@ from common.tokens import read_meta, write_token_files
 from phase1_foundation.project1_gpt import config
 
 # Fixed ids 0..4. GPT-1 added its start, delimiter and extract tokens for fine-tuning (§3.3); we reserve them
-# in the vocabulary up front, so their embeddings simply stay untrained until finetune.py learns them.
+# in the vocabulary up front. Pre-training never feeds them, but the tied head trains their rows as tokens
+# never to predict.
 SPECIAL_TOKENS = ["<unk>", "<|endoftext|>", "<|start|>", "<|delim|>", "<|extract|>"]
 END_OF_TEXT = "<|endoftext|>"  # separates documents in the token stream
 # Characters a second each tokenizer reads to learn its vocabulary, and encodes into token files, on two CPU
@@ -82,13 +83,36 @@ QUESTIONS = "questions.json"  # beside the token files
 class Question:
     context: str
     candidates: list[str]
-    answer: int  # index of the true continuation in candidates
+    answer: int  # index of the true sentence in candidates
 
 
-def build_questions(documents: list[list[str]], n: int, n_context: int, n_choices: int,
-                    seed: int) -> list[Question]:
+MIN_WORDS = 6  # a sentence to corrupt has a pair of words to swap away from its first and last word
+
+
+def swap_two_words(sentence: str, rng: random.Random) -> str | None:
+    """The sentence with two adjacent words swapped, or None if it has no pair to swap. Neither the first word
+    nor the last takes part, so no capital letter or full stop moves: only the order gives it away."""
+    words = sentence.split()
+    pairs = [i for i in range(1, len(words) - 2) if words[i] != words[i + 1]]
+    if len(words) < MIN_WORDS or not pairs:
+        return None
+    i = rng.choice(pairs)
+    words[i], words[i + 1] = words[i + 1], words[i]
+    return " ".join(words)
+
+
+def build_questions(documents: list[list[str]], n: int, n_context: int, n_choices: int, seed: int,
+                    task: str) -> list[Question]:
     """Up to n questions (documents given as their sentences) from non-overlapping windows of n_context + 1
-    sentences; wrong candidates from other documents, so a wrong candidate is never the true continuation."""
+    sentences: the context, then the true sentence among n_choices candidates.
+
+    task "swap": the other candidate is the true sentence with two adjacent words swapped (two choices only),
+    so both hold the same words. task "ending": the others are sentences of other documents, so a wrong
+    candidate is never the true continuation, but is usually about something else."""
+    if task not in ("swap", "ending"):
+        raise SystemExit(f"error: unknown fine-tuning task {task!r}; use --FT_TASK=swap or --FT_TASK=ending")
+    if task == "swap" and n_choices != 2:
+        raise SystemExit("error: the swap task has two candidates; use --FT_CHOICES=2")
     rng = random.Random(seed)
     windows = [(d, i) for d, sentences in enumerate(documents)
                for i in range(0, len(sentences) - n_context, n_context + 1)]
@@ -96,22 +120,30 @@ def build_questions(documents: list[list[str]], n: int, n_context: int, n_choice
     if len(documents) < 2 or not windows:
         raise SystemExit("error: too few documents or sentences to build questions; use a bigger corpus")
     questions = []
-    for d, i in windows[:n]:
+    for d, i in windows:
         context, ending = " ".join(documents[d][i : i + n_context]), documents[d][i + n_context]
-        others = [rng.choice(documents[o]) for o in rng.choices(
-            [o for o in range(len(documents)) if o != d and documents[o]], k=n_choices - 1)]
+        if task == "swap":
+            ending = " ".join(ending.split())  # as the swapped copy is written: spacing gives nothing away
+            others = [swap_two_words(ending, rng)]
+            if others[0] is None:
+                continue
+        else:
+            others = [rng.choice(documents[o]) for o in rng.choices(
+                [o for o in range(len(documents)) if o != d and documents[o]], k=n_choices - 1)]
         candidates = [ending, *others]
         rng.shuffle(candidates)
         questions.append(Question(context, candidates, candidates.index(ending)))
+        if len(questions) == n:
+            break
     return questions
 
 
 def prepare_questions(cfg: SimpleNamespace, data_dir: Path) -> Path:
     """Return data_dir/questions.json: training questions from pre-training's training documents, held-out
     ones from its held-out documents (meta.json's val_documents), building them if missing or made with other
-    settings (FT_CONTEXT_SENTENCES, FT_CHOICES, FT_TRAIN_QUESTIONS, FT_VAL_QUESTIONS, SEED)."""
+    settings (FT_TASK, FT_CONTEXT_SENTENCES, FT_CHOICES, FT_TRAIN_QUESTIONS, FT_VAL_QUESTIONS, SEED)."""
     path = Path(data_dir) / QUESTIONS
-    settings = {"context_sentences": cfg.FT_CONTEXT_SENTENCES, "choices": cfg.FT_CHOICES,
+    settings = {"task": cfg.FT_TASK, "context_sentences": cfg.FT_CONTEXT_SENTENCES, "choices": cfg.FT_CHOICES,
                 "train_questions": cfg.FT_TRAIN_QUESTIONS, "val_questions": cfg.FT_VAL_QUESTIONS,
                 "seed": cfg.SEED}
     if path.exists() and json.loads(path.read_text(encoding="utf-8"))["settings"] == settings:
@@ -120,7 +152,7 @@ def prepare_questions(cfg: SimpleNamespace, data_dir: Path) -> Path:
     held_out, train_docs, val_docs = set(meta["val_documents"]), [], []
     for index, text in enumerate(open_corpus(Path(meta["corpus_path"])).iter_documents()):
         (val_docs if index in held_out else train_docs).append(document_sentences(text))
-    args = (cfg.FT_CONTEXT_SENTENCES, cfg.FT_CHOICES, cfg.SEED)
+    args = (cfg.FT_CONTEXT_SENTENCES, cfg.FT_CHOICES, cfg.SEED, cfg.FT_TASK)
     questions = {"train": build_questions(train_docs, cfg.FT_TRAIN_QUESTIONS, *args),
                  "val": build_questions(val_docs, cfg.FT_VAL_QUESTIONS, *args)}
     tmp = path.with_name(path.name + ".tmp")

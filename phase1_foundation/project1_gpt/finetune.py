@@ -1,45 +1,53 @@
 """Fine-tune GPT-1 on a multiple-choice task with the paper's input transformations (§3.3), and measure the
 paper's central claim: pre-training helps.
 
-    # uses the newest checkpoint
+    # uses the newest checkpoint: one seed, every training question (a few minutes on two CPU cores)
     uv run python phase1_foundation/project1_gpt/finetune.py
-    # exercise 4: no auxiliary LM loss
-    uv run python phase1_foundation/project1_gpt/finetune.py --FT_LM_WEIGHT=0
+    # three seeds at four label counts: the spread between seeds, and where pre-training helps most
+    uv run python phase1_foundation/project1_gpt/finetune.py --FT_SEEDS=1337,1,2 --FT_LABELS=100,300,1000,3000
 
-The task is built from the corpus itself (by download_data.py, beside the token files), in the spirit of the
-Story Cloze Test the paper fine-tunes on: a few consecutive sentences of a document, then the true next
-sentence among candidates taken from other documents.
+The task is built from the corpus itself (by download_data.py, beside the token files): which is the real
+sentence? One sentence of an article for context, then two candidates: the next sentence as written, and the
+same sentence with two adjacent words swapped. It is GPT-1's CoLA (is this sentence grammatical?) in
+miniature, and both candidates hold the same words, so no rule that counts words can tell them apart.
+(--FT_TASK=ending puts a sentence of another article in place of the swapped one: exercise 4.)
 Each candidate becomes one sequence `<|start|> context <|delim|> candidate <|extract|>`; a linear layer
-reads the final state at <|extract|> and a softmax over the candidates picks one. Three numbers come out, on
-questions from documents held out of pre-training:
+reads the final state at <|extract|> and a softmax over the candidates picks one. On questions from
+documents held out of pre-training:
   zero-shot    the pre-trained LM alone: the candidate it finds most likely as a continuation
   pre-trained  the pre-trained model fine-tuned on the task (loss = task + FT_LM_WEIGHT * LM, §3.2)
-  scratch      the same architecture fine-tuned from random weights, same data, same budget
-and, beside them, the rule a simple counter would use, with no model at all:
+  scratch      the same architecture fine-tuned from random weights, same data, same steps
+and, beside them, what needs no transformer:
   word overlap the candidate that shares the rarest words with the context
+  bigram       the zero-shot rule with a bigram model counted on the training tokens in place of the LM
 """
 
+import copy
 import json
 import math
 import re
+import statistics
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from common import checkpoint as ckpt
+from common.baselines import bigram_log_probs
 from common.config import load_config
 from common.device import autocast, describe, seed_everything
 from common.optim import adamw, set_lr, warmup_linear
 from common.progress import progress
 from common.tokenizers import Tokenizer
+from common.tokens import load_tokens
 from phase1_foundation.project1_gpt import config
 from phase1_foundation.project1_gpt.download_data import Question, load_questions, prepare_questions
-from phase1_foundation.project1_gpt.model import GPT, IGNORE, GPTConfig
+from phase1_foundation.project1_gpt.model import GPT, IGNORE
 from phase1_foundation.project1_gpt.tokenizer import load_tokenizer
 
 # --- the task, as token ids ---------------------------------------------------------------------------------
@@ -72,8 +80,9 @@ def trim(ids: Tensor, extract_at: Tensor) -> Tensor:
 
 
 # --- a baseline with no model: shared rare words ------------------------------------------------------------
-# The wrong candidate comes from another article, so it is usually about something else. A rule that only
-# looks for the rare words (names, places, terms) a candidate shares with the context needs no model at all.
+# Where the wrong candidate comes from another article (--FT_TASK=ending), it is usually about something else:
+# a rule that only looks for the rare words (names, places, terms) a candidate shares with the context needs
+# no model at all. On the swap task both candidates hold the same words, so the rule is at chance.
 
 def words(text: str) -> set[str]:
     """The distinct words of a text: runs of letters and digits, lower-cased."""
@@ -111,6 +120,8 @@ class MultipleChoiceGPT(nn.Module):
         self.gpt = gpt
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(gpt.config.n_embd, 1)
+        nn.init.normal_(self.head.weight, std=0.02)  # PAPER: GPT-1 code, the classifier's N(0, 0.02), bias 0
+        nn.init.zeros_(self.head.bias)
 
     def forward(self, ids: Tensor, extract_at: Tensor) -> tuple[Tensor, Tensor]:
         """Candidate scores (B, K) and the LM's logits (B*K, T, V) for the auxiliary loss."""
@@ -131,25 +142,25 @@ def lm_loss(logits: Tensor, ids: Tensor, extract_at: Tensor) -> Tensor:
 
 # --- training and scoring -----------------------------------------------------------------------------------
 
-def finetune(model: MultipleChoiceGPT, data: tuple, cfg: SimpleNamespace, device: torch.device,
-             desc: str) -> None:
-    """The paper's recipe: AdamW, linear warmup over 0.2% of the steps then linear decay, L2 + lambda * L1."""
+def finetune(model: MultipleChoiceGPT, data: tuple, steps: int, cfg: SimpleNamespace, device: torch.device,
+             seed: int, desc: str) -> None:
+    """The paper's recipe: AdamW, linear warmup over 0.2% of the steps then linear decay, L2 + lambda * L1.
+    The questions are shuffled anew each epoch; with fewer questions than the steps need, epochs repeat."""
     ids, extract_at, answers = data
     steps_per_epoch = -(-len(answers) // cfg.FT_BATCH_SIZE)
-    total = cfg.FT_EPOCHS * steps_per_epoch
     optimizer = adamw(model, cfg.FT_LEARNING_RATE, cfg.WEIGHT_DECAY, cfg.BETAS, device)
-    generator = torch.Generator().manual_seed(cfg.SEED)
-    bar = progress(total, desc=desc)
+    generator = torch.Generator().manual_seed(seed)
+    bar = progress(steps, desc=desc)
     model.train()
-    for step in range(total):
+    for step in range(steps):
         if step % steps_per_epoch == 0:
             order = torch.randperm(len(answers), generator=generator)
         batch = order[(step % steps_per_epoch) * cfg.FT_BATCH_SIZE :][: cfg.FT_BATCH_SIZE]
         x, e, y = trim(ids[batch], extract_at[batch]), extract_at[batch], answers[batch]
         x, e, y = x.to(device), e.to(device), y.to(device)
         set_lr(optimizer, warmup_linear(step, peak_lr=cfg.FT_LEARNING_RATE,
-                                        warmup_steps=max(1, round(cfg.FT_WARMUP_RATIO * total)),
-                                        total_steps=total))
+                                        warmup_steps=max(1, round(cfg.FT_WARMUP_RATIO * steps)),
+                                        total_steps=steps))
         with autocast(device):
             scores, logits = model(x, e)
             task = F.cross_entropy(scores, y)
@@ -177,28 +188,127 @@ def accuracy(model: MultipleChoiceGPT, data: tuple, cfg: SimpleNamespace, device
     return correct / len(answers)
 
 
+# --- choosing without fine-tuning: the most likely candidate -----------------------------------------------
+# The heuristic GPT-1 §5 uses for RACE: the candidate whose tokens get the highest mean log-probability after
+# the context, read as plain text (no special tokens: pre-training never saw them). The pre-trained LM scores
+# them zero-shot; a bigram model counted on the same training tokens scores them with one token of context.
+
+def as_plain_text(question: Question, tokenizer: Tokenizer, block_size: int) -> list[tuple[list[int], int]]:
+    """Each candidate after the context, as token ids that fit the model's block, and its length in tokens."""
+    context = tokenizer.encode(question.context)
+    sequences = []
+    for candidate in question.candidates:
+        ending = tokenizer.encode(" " + candidate)[: block_size // 2]  # as in encode()
+        sequences.append(((context + ending)[-block_size - 1 :], len(ending)))
+    return sequences
+
+
+def chosen_accuracy(scores: list[list[float]], questions: list[Question]) -> float:
+    """How often the highest-scoring candidate is the answer; a tie goes to the first."""
+    right = sum(row.index(max(row)) == q.answer for row, q in zip(scores, questions, strict=True))
+    return right / len(questions)
+
+
 @torch.no_grad()
 def zero_shot_accuracy(gpt: GPT, questions: list[Question], tokenizer: Tokenizer,
                        device: torch.device) -> float:
-    """Pick the candidate with the highest mean log-probability per token after the context (plain text, no
-    special tokens: the pre-trained LM never saw them)."""
     gpt.eval()
-    correct = 0
+    scores = []
     for q in questions:
-        context = tokenizer.encode(q.context)
-        scores = []
-        for candidate in q.candidates:
-            ending = tokenizer.encode(" " + candidate)[: gpt.config.block_size // 2]  # as in encode()
-            ids = torch.tensor([(context + ending)[-gpt.config.block_size - 1 :]], device=device)  # (1, L)
+        row = []
+        for sequence, n in as_plain_text(q, tokenizer, gpt.config.block_size):
+            ids = torch.tensor([sequence], device=device)  # (1, L)
             logits, _ = gpt(ids[:, :-1])  # (1, L-1, V)
-            log_probs = F.log_softmax(logits.float(), dim=-1)[0, -len(ending) :]  # predictions of the ending
-            targets = ids[0, -len(ending) :]
-            scores.append(log_probs.gather(1, targets[:, None]).mean().item())
-        correct += max(range(len(scores)), key=scores.__getitem__) == q.answer
-    return correct / len(questions)
+            log_probs = F.log_softmax(logits.float(), dim=-1)[0, -n:]  # the predictions of the candidate
+            row.append(log_probs.gather(1, ids[0, -n:, None]).mean().item())
+        scores.append(row)
+    return chosen_accuracy(scores, questions)
 
 
-SEEN = 300  # training questions scored again after fine-tuning: how well a model fits what it was taught
+def bigram_accuracy(questions: list[Question], tokenizer: Tokenizer, train_tokens: np.ndarray,
+                    block_size: int) -> float:
+    sequences = [(ids, n) for q in questions for ids, n in as_plain_text(q, tokenizer, block_size)]
+    previous = np.concatenate([ids[-n - 1 : -1] for ids, n in sequences])  # each candidate token's
+    following = np.concatenate([ids[-n:] for ids, n in sequences])  # predecessor, the context's last included
+    log_probs = bigram_log_probs(train_tokens, previous, following, tokenizer.vocab_size)
+    means = [chunk.mean() for chunk in np.split(log_probs, np.cumsum([n for _, n in sequences])[:-1])]
+    K = len(questions[0].candidates)
+    return chosen_accuracy([means[i : i + K] for i in range(0, len(means), K)], questions)
+
+
+# --- the comparison -----------------------------------------------------------------------------------------
+
+def label_counts(asked: tuple, built: int) -> list[int]:
+    """FT_LABELS as numbers of questions, smallest first; every question built when it is empty."""
+    if not asked:
+        return [built]
+    if not all(str(n).isdigit() and 0 < int(n) <= built for n in asked):
+        raise SystemExit(f"error: --FT_LABELS takes counts of questions from 1 to the {built} built, like "
+                         f"--FT_LABELS=100,{built}; raise --FT_TRAIN_QUESTIONS for more")
+    return sorted({int(n) for n in asked})
+
+
+def fine_tuned(pretrained: GPT, data: tuple, val_data: tuple, labels: list[int], cfg: SimpleNamespace,
+               device: torch.device) -> list[dict]:
+    """Fine-tune a copy of the pre-trained model, and the same architecture from random weights, once per
+    seed and label count; every run takes the same number of steps, those of FT_EPOCHS over every question."""
+    steps = cfg.FT_EPOCHS * -(-len(data[2]) // cfg.FT_BATCH_SIZE)
+    runs = []
+    for count in labels:
+        for seed in cfg.FT_SEEDS:
+            for start in cfg.FT_FROM:
+                seed_everything(seed)
+                gpt = copy.deepcopy(pretrained) if start == "pretrained" else GPT(pretrained.config)
+                model = MultipleChoiceGPT(gpt, cfg.FT_CLF_DROPOUT).to(device)
+                finetune(model, tuple(t[:count] for t in data), steps, cfg, device, seed,
+                         desc=f"{start}, {count} questions, seed {seed}")
+                runs.append({"from": start, "labels": count, "seed": seed,
+                             "accuracy": accuracy(model, val_data, cfg, device)})
+    return runs
+
+
+def spread(runs: list[dict], start: str, labels: int) -> tuple[float, float, float]:
+    """Mean, lowest and highest held-out accuracy over the seeds."""
+    values = [r["accuracy"] for r in runs if r["from"] == start and r["labels"] == labels]
+    return statistics.mean(values), min(values), max(values)
+
+
+def report(results: dict, cfg: SimpleNamespace) -> None:
+    runs, seeds = results["runs"], len(cfg.FT_SEEDS)
+    se = (0.25 / results["questions"]) ** 0.5  # the largest standard error of an accuracy on this many
+    print(f"\nheld-out accuracy, {results['questions']} questions (standard error <= {se:.1%} each)"
+          + (f"; fine-tuned: mean (lowest .. highest) over {seeds} seeds" if seeds > 1 else ""))
+    for name, label in [("chance", "chance"), ("word_overlap", "shared rare words (no model)"),
+                        ("bigram", "bigram model (counted)"), ("zero_shot", "zero-shot (the LM alone)")]:
+        print(f"  {label:<40}{results[name]:>7.1%}")
+    for labels in sorted({r["labels"] for r in runs}):
+        for start in cfg.FT_FROM:
+            mean, low, high = spread(runs, start, labels)
+            print(f"  {f'fine-tuned from {start}, {labels} questions':<40}{mean:>7.1%}"
+                  + (f"  ({low:.1%} .. {high:.1%})" if seeds > 1 else ""))
+
+
+def plot_labels(results: dict, cfg: SimpleNamespace, png_path: Path) -> Path:
+    """Held-out accuracy against the number of labelled questions: each seed a dot, the mean a line, and the
+    baselines as dashed lines."""
+    from matplotlib.figure import Figure  # seconds to import: only when a curve is drawn
+
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    labels = sorted({r["labels"] for r in results["runs"]})
+    for start, color in zip(cfg.FT_FROM, ("C0", "C1"), strict=False):
+        points = [(r["labels"], r["accuracy"]) for r in results["runs"] if r["from"] == start]
+        ax.plot(*zip(*points, strict=True), "o", color=color, alpha=0.4)
+        ax.plot(labels, [spread(results["runs"], start, n)[0] for n in labels], "-", color=color,
+                label=f"fine-tuned from {start}")
+    for name, color in (("zero_shot", "C2"), ("bigram", "C3"), ("word_overlap", "C7")):
+        ax.axhline(results[name], color=color, linestyle="--", label=f"{name.replace('_', ' ')}")
+    ax.set(xscale="log", xlabel="labelled training questions", ylabel="held-out accuracy",
+           title=f"GPT-1 fine-tuned on the {cfg.FT_TASK} task")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.savefig(png_path, dpi=120, bbox_inches="tight")
+    return png_path
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -209,36 +319,26 @@ def main(argv: list[str] | None = None) -> dict:
     data_dir = ckpt.checkpoint_data_dir(state, load_tokenizer)  # the prepared data the model was trained on
     tokenizer = load_tokenizer(data_dir)
     train_q, val_q = load_questions(prepare_questions(cfg, data_dir))
+    labels = label_counts(cfg.FT_LABELS, len(train_q))
     block = pretrained.config.block_size
     train_data, val_data = encode(train_q, tokenizer, block), encode(val_q, tokenizer, block)
-    print(f"task: {len(train_q)} training and {len(val_q)} held-out questions, {cfg.FT_CHOICES} candidates "
-          f"each (chance {1 / cfg.FT_CHOICES:.0%})")
+    print(f"task {cfg.FT_TASK}: {len(train_q)} training and {len(val_q)} held-out questions, "
+          f"{cfg.FT_CHOICES} candidates each (chance {1 / cfg.FT_CHOICES:.0%})")
 
-    results = {"chance": 1 / cfg.FT_CHOICES, "word_overlap": word_overlap_accuracy(val_q, train_q),
+    results = {"task": cfg.FT_TASK, "questions": len(val_q), "chance": 1 / cfg.FT_CHOICES,
+               "word_overlap": word_overlap_accuracy(val_q, train_q),
+               "bigram": bigram_accuracy(val_q, tokenizer, np.asarray(load_tokens(data_dir, "train")), block),
                "zero_shot": zero_shot_accuracy(pretrained, val_q, tokenizer, device)}
-    print(f"shared rare words (no model): {results['word_overlap']:.1%}")
-    print(f"zero-shot accuracy: {results['zero_shot']:.1%}")
-    for name in ("pretrained", "scratch"):
-        seed_everything(cfg.SEED)
-        gpt = pretrained if name == "pretrained" else GPT(GPTConfig(**state["model_config"])).to(device)
-        model = MultipleChoiceGPT(gpt, cfg.FT_CLF_DROPOUT).to(device)
-        finetune(model, train_data, cfg, device, desc=f"fine-tune ({name})")
-        results[name] = accuracy(model, val_data, cfg, device)
-        results[f"{name}_seen"] = accuracy(model, tuple(t[:SEEN] for t in train_data), cfg, device)
-        print(f"fine-tuned from {name}: {results[name]:.1%} held out, {results[f'{name}_seen']:.1%} on "
-              f"{min(SEEN, len(train_q))} of its training questions")
-
-    se = (0.25 / len(val_q)) ** 0.5  # the largest standard error of an accuracy on this many questions
-    print(f"\n{'held-out accuracy':<24}{len(val_q)} questions, standard error <= {se:.1%}")
-    for name, label in [("chance", "chance"), ("word_overlap", "shared rare words"),
-                        ("zero_shot", "zero-shot (LM only)"),
-                        ("scratch", "fine-tuned from scratch"), ("pretrained", "fine-tuned, pre-trained")]:
-        seen = results.get(f"{name}_seen")
-        fit = "" if seen is None else f"   ({seen:.1%} on training questions)"
-        print(f"  {label:<26}{results[name]:.1%}{fit}")
-    path = Path(cfg.OUT_DIR) / "finetune_results.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**results, "questions": len(val_q)}, indent=1), encoding="utf-8")
+    results["runs"] = fine_tuned(pretrained, train_data, val_data, labels, cfg, device)
+    for start in cfg.FT_FROM:  # the headline: every training question, mean over the seeds
+        results[start] = spread(results["runs"], start, labels[-1])[0]
+    report(results, cfg)
+    out_dir = Path(cfg.OUT_DIR)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if len(labels) > 1:
+        png = plot_labels(results, cfg, out_dir / "finetune_labels.png")
+        print(f"accuracy against labelled questions: {png}")
+    (out_dir / "finetune_results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
     return results
 
 

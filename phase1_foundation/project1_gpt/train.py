@@ -18,7 +18,7 @@ import torch
 
 from common import checkpoint as ckpt
 from common import dry_run, reference
-from common.baselines import unigram_cross_entropy
+from common.baselines import bigram_log_probs, unigram_cross_entropy
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
 from common.interrupt import GracefulInterrupt
@@ -37,18 +37,36 @@ SHAPE_KEYS = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "pre_ln
 SCRIPT = "phase1_foundation/project1_gpt/train.py"
 
 
-@torch.no_grad()
-def evaluate(model: GPT, tokens: np.ndarray, cfg: SimpleNamespace, device: torch.device) -> float:
-    """Mean loss on the same EVAL_ITERS validation batches every time, so two evaluations are comparable."""
-    model.eval()
+def validation_windows(tokens: np.ndarray, cfg: SimpleNamespace,
+                       device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The EVAL_ITERS validation batches, drawn once: every evaluation, and the baselines, score the same
+    targets, so any two of their numbers are comparable."""
     batches = Batches(tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed=cfg.SEED + 1)
+    return [batches.next() for _ in range(cfg.EVAL_ITERS)]  # (B, T) each, x and y
+
+
+@torch.no_grad()
+def evaluate(model: GPT, windows: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
+    """Mean loss on the validation windows."""
+    model.eval()
     losses = []
-    for _ in range(cfg.EVAL_ITERS):
-        x, y = batches.next()
-        with autocast(device):
+    for x, y in windows:
+        with autocast(x.device):
             losses.append(model(x, y)[1].item())
     model.train()
     return sum(losses) / len(losses)
+
+
+def baselines(train_tokens: np.ndarray, windows: list[tuple[torch.Tensor, torch.Tensor]],
+              vocab_size: int) -> dict[str, float]:
+    """The unigram and bigram models' losses on the windows' targets: the lines the transformer must get
+    below. Each target's previous token is the x at its position, so the bigram reads exactly what the
+    transformer's first token of context is."""
+    previous = np.concatenate([x.cpu().numpy().ravel() for x, _ in windows])
+    following = np.concatenate([y.cpu().numpy().ravel() for _, y in windows])
+    train_tokens = np.asarray(train_tokens)
+    return {"unigram": unigram_cross_entropy(train_tokens, following, vocab_size),
+            "bigram": float(-bigram_log_probs(train_tokens, previous, following, vocab_size).mean())}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -88,6 +106,7 @@ def main(argv: list[str] | None = None) -> dict:
     log = MetricsLog(run.out_dir / "metrics.jsonl", resume_step=step if cfg.RESUME else None)
 
     # --- the loop: warmup + cosine LR, accumulation, clipping, periodic validation and checkpoints ----------
+    windows = validation_windows(val_tokens, cfg, device)
     start, last_path, val_loss = time.perf_counter(), None, float("nan")
     bar = progress(cfg.MAX_ITERS, initial=step)
     with GracefulInterrupt(newest=run.newest) as interrupt:
@@ -115,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict:
             tokens_per_second = tokens_per_step / (time.perf_counter() - step_start)
             record = dict(step=step, train_loss=train_loss, lr=lr, tokens_per_second=tokens_per_second)
             if step % cfg.EVAL_INTERVAL == 0 or step == cfg.MAX_ITERS:
-                val_loss = record["val_loss"] = evaluate(model, val_tokens, cfg, device)
+                val_loss = record["val_loss"] = evaluate(model, windows)
                 last_path = run.save(step, val_loss)
             log.log(**record)
             utilisation = mfu(flops_per_token, tokens_per_second, device)
@@ -129,31 +148,36 @@ def main(argv: list[str] | None = None) -> dict:
                 interrupt.exit_saved(saved, SCRIPT)
     bar.close()
     wall = time.perf_counter() - start
-    return summarize(cfg, model, tokenizer, data_dir, val_loss, step, wall, last_path)
+    return summarize(cfg, model, tokenizer, data_dir, windows, val_loss, step, wall, last_path)
 
 
-def summarize(cfg: SimpleNamespace, model: GPT, tokenizer: Tokenizer, data_dir: Path, val_loss: float,
-              steps: int, wall: float, checkpoint: Path) -> dict:
-    """The end of a run: a loss curve, a sample, and the numbers the README quotes, printed and saved as
-    summary.json."""
+def summarize(cfg: SimpleNamespace, model: GPT, tokenizer: Tokenizer, data_dir: Path,
+              windows: list[tuple[torch.Tensor, torch.Tensor]], val_loss: float, steps: int, wall: float,
+              checkpoint: Path) -> dict:
+    """The end of a run: a loss curve beside the baselines, a sample, and the numbers the README quotes,
+    printed and saved as summary.json."""
     out_dir = Path(cfg.OUT_DIR)
+    lines = baselines(load_tokens(data_dir, "train"), windows, tokenizer.vocab_size)
     plot = plot_losses(out_dir / "metrics.jsonl", out_dir / "loss.png",
-                       title=f"GPT-1 on {read_meta(data_dir)['corpus']}")
-    train_tokens, val_tokens = load_tokens(data_dir, "train"), load_tokens(data_dir, "val")
-    baseline = unigram_cross_entropy(np.asarray(train_tokens), np.asarray(val_tokens), tokenizer.vocab_size)
+                       title=f"GPT-1 on {read_meta(data_dir)['corpus']}",
+                       references={"loss": {"unigram": lines["unigram"], "bigram": lines["bigram"]}})
     model.eval()
     device = next(model.parameters()).device
     prompt = torch.tensor([tokenizer.encode(cfg.PROMPT)], device=device)
     sample = generate(model, prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None)
     print(f"\n--- sample ---\n{tokenizer.decode(sample[0].tolist())}\n--------------")
     summary = {
-        "val_loss": val_loss, "unigram_loss": baseline, "val_perplexity": math.exp(val_loss),
-        "steps": steps, "wall_seconds": wall, "checkpoint": portable(checkpoint),
-        "loss_curve": portable(plot), "data_dir": portable(data_dir),
+        "val_loss": val_loss, "unigram_loss": lines["unigram"], "bigram_loss": lines["bigram"],
+        "val_perplexity": math.exp(val_loss), "steps": steps, "wall_seconds": wall,
+        "checkpoint": portable(checkpoint), "loss_curve": portable(plot), "data_dir": portable(data_dir),
     }
-    print(f"val loss {val_loss:.3f} nats (perplexity {math.exp(val_loss):.1f}) vs {baseline:.3f} for a "
-          f"context-free unigram model; {steps} steps in {wall / 60:.1f} min\ncheckpoint: {checkpoint}\n"
-          f"loss curve: {plot}")
+    targets = sum(y.numel() for _, y in windows)
+    print(f"validation loss on {targets:,} held-out tokens, nats per token (perplexity):")
+    rows = (("GPT-1 (this run)", val_loss), ("bigram model (the previous token)", lines["bigram"]),
+            ("unigram model (no context)", lines["unigram"]))
+    for label, loss in rows:
+        print(f"  {label:<36}{loss:>7.3f}  ({math.exp(loss):,.0f})")
+    print(f"{steps} steps in {wall / 60:.1f} min\ncheckpoint: {checkpoint}\nloss curve: {plot}")
     save_summary(out_dir, summary)
     reference.report(config, cfg, summary)  # "is my loss right?": the course's, beside it
     return summary

@@ -2,13 +2,19 @@
 token files."""
 
 import json
+import random
 from types import SimpleNamespace
 
 import pytest
 
 from common.tokens import read_meta
 from phase1_foundation.project1_gpt import download_data
-from phase1_foundation.project1_gpt.download_data import build_questions, load_questions, prepare_questions
+from phase1_foundation.project1_gpt.download_data import (
+    build_questions,
+    load_questions,
+    prepare_questions,
+    swap_two_words,
+)
 
 
 def documents(n: int, sentences: int) -> list[list[str]]:
@@ -22,7 +28,7 @@ def origin(sentence: str) -> tuple[int, int]:
 
 
 def test_a_question_is_a_context_its_true_next_sentence_and_endings_from_other_documents():
-    questions = build_questions(documents(5, 9), n=100, n_context=3, n_choices=3, seed=0)
+    questions = build_questions(documents(5, 9), n=100, n_context=3, n_choices=3, seed=0, task="ending")
     assert len(questions) == 5 * 2  # windows of 4 sentences, not overlapping: 2 per 9-sentence document
     for q in questions:
         context = [origin(s) for s in q.context.split()]
@@ -35,25 +41,64 @@ def test_a_question_is_a_context_its_true_next_sentence_and_endings_from_other_d
     assert len(windows) == len(questions)  # no window asked twice
 
 
-def test_questions_are_repeatable_and_capped():
-    docs = documents(6, 12)
-    assert build_questions(docs, 7, 3, 2, seed=1) == build_questions(docs, 7, 3, 2, seed=1)
-    assert build_questions(docs, 7, 3, 2, seed=1) != build_questions(docs, 7, 3, 2, seed=2)
-    assert len(build_questions(docs, 7, 3, 2, seed=1)) == 7
-    assert {q.answer for q in build_questions(docs, 18, 3, 2, seed=1)} == {0, 1}  # the answer's place varies
+def sentences(n: int, sentences: int) -> list[list[str]]:
+    """Document d's sentence i reads "Sentence i of document d has words.", eight words, all different."""
+    return [[f"Sentence {i} of document {d} has words." for i in range(sentences)] for d in range(n)]
+
+
+def test_a_swap_question_is_the_true_next_sentence_and_it_with_two_inner_words_swapped():
+    questions = build_questions(sentences(4, 10), n=100, n_context=1, n_choices=2, seed=0, task="swap")
+    assert len(questions) == 4 * 5  # windows of 2 sentences, not overlapping
+    for q in questions:
+        true, wrong = q.candidates[q.answer], q.candidates[1 - q.answer]
+        d, i = int(q.context.split()[4]), int(q.context.split()[1])
+        assert true == f"Sentence {i + 1} of document {d} has words."  # the sentence that really follows
+        assert sorted(wrong.split()) == sorted(true.split()) and wrong != true  # the same words, reordered
+        changed = [k for k, (a, b) in enumerate(zip(true.split(), wrong.split(), strict=True)) if a != b]
+        assert len(changed) == 2 and changed[1] == changed[0] + 1  # two neighbours swapped
+        assert 0 not in changed and len(true.split()) - 1 not in changed  # neither the first nor the last
+    assert {q.answer for q in questions} == {0, 1}  # the true sentence's place varies
+
+
+def test_a_sentence_too_short_or_without_two_different_inner_words_is_not_swapped():
+    rng = random.Random(0)
+    assert swap_two_words("One two three four five.", rng) is None  # fewer than six words
+    assert swap_two_words("The very very very very end.", rng) is None  # every inner pair is the same word
+    assert swap_two_words("The  spacing   of  this sentence  goes.", rng).count("  ") == 0
+    docs = [["Too short.", "Also short here.", "Then one.", "Six words make a long sentence."]] * 2
+    questions = build_questions(docs, n=10, n_context=1, n_choices=2, seed=0, task="swap")
+    assert [q.candidates[q.answer] for q in questions] == ["Six words make a long sentence."] * 2
+
+
+def test_the_swap_task_has_two_candidates_and_an_unknown_task_is_one_line():
+    with pytest.raises(SystemExit, match="--FT_CHOICES=2"):
+        build_questions(sentences(4, 10), 5, 1, 3, seed=0, task="swap")
+    with pytest.raises(SystemExit, match="--FT_TASK=swap"):
+        build_questions(sentences(4, 10), 5, 1, 2, seed=0, task="cola")
+
+
+@pytest.mark.parametrize("task", ["ending", "swap"])
+def test_questions_are_repeatable_and_capped(task):
+    def build(n: int, seed: int) -> list:
+        return build_questions(sentences(6, 12), n, 3, 2, seed=seed, task=task)
+
+    assert build(7, seed=1) == build(7, seed=1)
+    assert build(7, seed=1) != build(7, seed=2)
+    assert len(build(7, seed=1)) == 7
+    assert {q.answer for q in build(18, seed=1)} == {0, 1}  # the answer's place varies
 
 
 def test_too_little_text_is_one_line():
     with pytest.raises(SystemExit, match="too few documents or sentences"):
-        build_questions(documents(1, 20), 5, 3, 2, seed=0)
+        build_questions(documents(1, 20), 5, 3, 2, seed=0, task="ending")
     with pytest.raises(SystemExit, match="too few documents or sentences"):
-        build_questions(documents(4, 3), 5, 3, 2, seed=0)  # no document has 3 + 1 sentences
+        build_questions(documents(4, 3), 5, 3, 2, seed=0, task="ending")  # no document has 3 + 1 sentences
 
 
 def test_prepare_questions_uses_the_token_files_split_and_rebuilds_only_for_new_settings(tiny, monkeypatch):
     data_dir = download_data.main(tiny)
-    cfg = SimpleNamespace(FT_CONTEXT_SENTENCES=3, FT_CHOICES=2, FT_TRAIN_QUESTIONS=16, FT_VAL_QUESTIONS=8,
-                          SEED=1)
+    cfg = SimpleNamespace(FT_TASK="ending", FT_CONTEXT_SENTENCES=3, FT_CHOICES=2, FT_TRAIN_QUESTIONS=16,
+                          FT_VAL_QUESTIONS=8, SEED=1)
     path = prepare_questions(cfg, data_dir)
     assert path == data_dir / "questions.json"
     train, val = load_questions(path)

@@ -10,11 +10,13 @@ import math
 
 import pytest
 
+from phase1_foundation.project1_gpt import train
 from phase1_foundation.project1_gpt.exercises import (
     ex1_pre_vs_post_ln,
     ex2_no_causal_mask,
     ex3_char_vs_bpe,
-    ex4_auxiliary_lm_loss,
+    ex4_the_shortcut,
+    ex5_auxiliary_lm_loss,
 )
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -62,14 +64,21 @@ def test_ex3_per_token_and_per_character_losses_rank_the_tokenizers_differently(
     assert char["bits_per_character"] > bpe["bits_per_character"]
 
 
-def test_ex4_finetunes_one_checkpoint_with_and_without_the_auxiliary_loss(tiny, tmp_path):
+def test_ex4_fine_tunes_the_named_checkpoint_on_endings_from_other_articles(tiny, tmp_path):
+    summary = train.main([*tiny, f"--OUT_DIR={tmp_path / 'chapter'}"])
+    results = ex4_the_shortcut.main([*tiny, f"--OUT_DIR={tmp_path}", f"--CHECKPOINT={summary['checkpoint']}"])
+    assert results["task"] == "ending" and not (tmp_path / "pretrain").exists()  # the checkpoint named, used
+    assert all(0 <= results[k] <= 1 for k in ("word_overlap", "bigram", "zero_shot", "pretrained", "scratch"))
+
+
+def test_ex5_finetunes_one_checkpoint_with_and_without_the_auxiliary_loss(tiny, tmp_path):
     # 8 held-out questions cannot tell the two apart (standard error 18%), so this checks the experiment, not
-    # its outcome: one pre-training run, two fine-tuning runs from it, an accuracy for each.
-    results = ex4_auxiliary_lm_loss.main([*tiny, f"--OUT_DIR={tmp_path}"])
+    # its outcome: one pre-training run, fine-tunings from it with each weight and seed, an accuracy for each.
+    results = ex5_auxiliary_lm_loss.main([*tiny, f"--OUT_DIR={tmp_path}"])
     assert set(results) == {0.0, 0.5}
     assert len(list((tmp_path / "pretrain").glob("gpt_iter*.pt"))) == 2
     for weight, r in results.items():
-        assert all(0 <= r[k] <= 1 for k in ("zero_shot", "pretrained", "scratch"))
+        assert [(run["from"], run["seed"]) for run in r["runs"]] == [("pretrained", s) for s in (1337, 1, 2)]
         saved = json.loads((tmp_path / f"lm_weight_{weight}" / "finetune_results.json").read_text())
         assert saved["questions"] == 8 and saved["pretrained"] == r["pretrained"]
     assert results[0.0]["zero_shot"] == results[0.5]["zero_shot"]  # one pre-trained model, before tuning

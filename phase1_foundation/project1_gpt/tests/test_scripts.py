@@ -3,8 +3,11 @@
 import json
 import math
 
+import numpy as np
 import pytest
+import torch
 
+from common.baselines import bigram_log_probs, unigram_cross_entropy
 from common.tokens import read_meta
 from phase1_foundation.project1_gpt import download_data, finetune, sample, train
 
@@ -29,7 +32,16 @@ def test_train_writes_checkpoints_curve_and_summary(tiny, tmp_path):
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [step for step, _, _ in losses(tmp_path)] == list(range(1, 21))
     assert summary["val_loss"] < math.log(512)  # below a uniform guess over 512 tokens: it learned something
-    assert summary["unigram_loss"] < math.log(512)
+    assert summary["bigram_loss"] < summary["unigram_loss"] < math.log(512)
+
+
+def test_the_baselines_score_the_validation_windows_targets_each_after_its_own_previous_token():
+    train_tokens = np.array([5, 6, 7, 5, 6, 8, 5, 6, 7, 9] * 3)
+    x, y = torch.tensor([[5, 6], [6, 7]]), torch.tensor([[6, 7], [7, 9]])  # two windows of a batch
+    lines = train.baselines(train_tokens, [(x, y)], vocab_size=10)
+    expected = -bigram_log_probs(train_tokens, np.array([5, 6, 6, 7]), np.array([6, 7, 7, 9]), 10).mean()
+    assert lines["bigram"] == pytest.approx(expected)
+    assert lines["unigram"] == pytest.approx(unigram_cross_entropy(train_tokens, np.array([6, 7, 7, 9]), 10))
 
 
 def test_ctrl_c_then_resume_continues_the_same_run_bit_for_bit(tiny, tmp_path, monkeypatch, capsys,
@@ -60,7 +72,18 @@ def test_sample_and_finetune_read_the_newest_checkpoint(tiny, tmp_path):
     assert text.startswith("The history") and len(text) > len("The history")
 
     results = finetune.main([*tiny, f"--OUT_DIR={tmp_path}"])
-    assert set(results) == {"chance", "word_overlap", "zero_shot", "pretrained", "scratch", "pretrained_seen",
-                            "scratch_seen"}
-    assert all(0 <= value <= 1 for value in results.values()) and results["chance"] == 0.5
+    rates = ("chance", "word_overlap", "bigram", "zero_shot", "pretrained", "scratch")
+    assert all(0 <= results[name] <= 1 for name in rates) and results["chance"] == 0.5
+    assert [(r["from"], r["labels"]) for r in results["runs"]] == [("pretrained", 16), ("scratch", 16)]
     assert json.loads((tmp_path / "finetune_results.json").read_text())["questions"] == 8
+
+
+def test_finetune_draws_accuracy_against_labelled_questions_over_seeds(tiny, tmp_path):
+    train.main([*tiny, f"--OUT_DIR={tmp_path}"])
+    results = finetune.main([*tiny, f"--OUT_DIR={tmp_path}", "--FT_LABELS=4,16", "--FT_SEEDS=1,2",
+                             "--FT_FROM=scratch"])
+    assert [(r["labels"], r["seed"]) for r in results["runs"]] == [(4, 1), (4, 2), (16, 1), (16, 2)]
+    assert results["scratch"] == sum(r["accuracy"] for r in results["runs"][2:]) / 2  # all labels, mean
+    assert (tmp_path / "finetune_labels.png").stat().st_size > 0
+    with pytest.raises(SystemExit, match="--FT_LABELS=100,16"):
+        finetune.main([*tiny, f"--OUT_DIR={tmp_path}", "--FT_LABELS=17"])

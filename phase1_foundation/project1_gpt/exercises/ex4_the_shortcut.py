@@ -1,0 +1,41 @@
+"""Exercise 4: the shortcut. A task a rule can solve without reading the way a model must.
+
+The Story Cloze Test, which GPT-1 fine-tunes on (§4.2), asks for the right ending of a story among two that
+were both written to fit it. Build the task more cheaply, taking the wrong ending from another article
+(--FT_TASK=ending), and it changes: the wrong ending is usually about something else. This exercise fine-tunes
+the chapter's checkpoint on that task, three sentences of context and two endings, and scores, beside the
+models, a rule with no model at all: the ending that shares the rarest words (names, places, terms) with the
+context.
+
+    uv run python phase1_foundation/project1_gpt/exercises/ex4_the_shortcut.py --CHECKPOINT=latest
+
+--CHECKPOINT=latest fine-tunes train.py's newest checkpoint; without it the exercise pre-trains one first
+(about as long as train.py). After the run's numbers the script prints what the course measured.
+
+Predict before you run it: of the rule, the zero-shot LM and the fine-tuned pre-trained model, which scores
+highest? What would you change in how the questions are built to take the shortcut away?
+"""
+
+from common.exercises import print_measured
+from phase1_foundation.project1_gpt import finetune
+from phase1_foundation.project1_gpt.exercises import parse_args, pretrained_checkpoint
+
+TASK = ["--FT_TASK=ending", "--FT_CONTEXT_SENTENCES=3"]  # GPT-1's Story Cloze shape: a context, two endings
+
+
+def main(argv: list[str] | None = None) -> dict:
+    out_dir, settings = parse_args(argv, "ex4_the_shortcut")
+    checkpoint, settings = pretrained_checkpoint(settings, out_dir)
+    results = finetune.main([*settings, *TASK, f"--CHECKPOINT={checkpoint}", f"--OUT_DIR={out_dir}"])
+    print_measured(WHAT_WE_MEASURED)
+    return results
+
+
+# The answer, kept at the end of the file: read it after your run.
+WHAT_WE_MEASURED = """
+(to be measured)
+"""
+
+
+if __name__ == "__main__":
+    main()
