@@ -21,13 +21,13 @@ N_LAYER = 12  # PAPER: GPT-2 Table 2, smallest model: 12 layers
 N_HEAD = 12  # openai/gpt-2 hparams.json for the 124M model: 12 heads
 N_EMBD = 768  # PAPER: GPT-2 Table 2, d_model 768 (the MLP's inner size is 4 x 768 = 3072)
 BLOCK_SIZE = 1024  # PAPER: GPT-2 §2.3, context of 1,024 tokens (GPT-1 had 512)
-DROPOUT = 0.1  # the released config (transformers' gpt2: resid, embd, attn dropout 0.1); the paper is silent
+DROPOUT = 0.1  # transformers' gpt2 config.json (resid, embd, attn); the paper and OpenAI's code have none
 FAST_ATTENTION = True  # F.scaled_dot_product_attention; False = the explicit masked softmax, same numbers
 
 # --- optimisation -----------------------------------------------------------------------------------------
 BATCH_SIZE = 32  # sequences per micro-batch, summed over all GPUs of a torchrun job
 GRAD_ACCUM_STEPS = 16  # micro-batches per optimizer step: 32 x 16 = PAPER: GPT-2 §2.3, batch of 512
-LEARNING_RATE = 6e-4  # GPT-3 Table 2.1 for its 125M model (GPT-2 §2.3 tuned each model's rate by hand)
+LEARNING_RATE = 6e-4  # GPT-3 Table 2.1 for its 125M model (GPT-2 §3 tuned each model's rate by hand)
 BETAS = (0.9, 0.95)  # GPT-3 Appendix B, Adam b1, b2
 WEIGHT_DECAY = 0.1  # GPT-3 Appendix B, decoupled weight decay 0.1 (on matrices only)
 WARMUP_ITERS = 700  # GPT-3 Appendix B warms up over 375M tokens: ~700 steps of 512 x 1024
@@ -85,7 +85,7 @@ PRESETS = {
     ),
     # Two CPU cores: a 4-layer GPT-2, 192 wide, in about five minutes, chosen by a measured comparison
     # (README, "Choosing the cpu preset"). At 256 wide, 900 steps (the same five minutes) ended 0.10 nats
-    # below the bigram model; 192 wide reads 1.4x as many tokens in that time, and 1,200 steps ended 0.21
+    # below the bigram model; 192 wide reads 1.4x as many tokens in that time, and 1,200 steps ended 0.22
     # below it (1,480 steps, six minutes: 0.29). The run reads the data about 3.6 times, too little to
     # overfit, so dropout is off: it only slows a run this short.
     "cpu": dict(

@@ -34,7 +34,7 @@ class GPTConfig:
     n_layer: int = 12  # PAPER: GPT-2 Table 2 (the smallest model has 12 layers)
     n_head: int = 12  # openai/gpt-2 hparams.json for the 124M model (the paper does not list heads)
     n_embd: int = 768  # PAPER: GPT-2 Table 2 (d_model 768; the MLP's inner size is 4 * 768 = 3072)
-    dropout: float = 0.1  # the released config's resid, embd and attn dropout; the paper is silent
+    dropout: float = 0.1  # transformers' gpt2 config.json (resid, embd, attn); OpenAI's code has none
     fast_attention: bool = True  # False: the explicit masked softmax you can read; same numbers, slower
 
     def __post_init__(self):

@@ -197,25 +197,29 @@ The first command, one thread on a two-core machine with the second command runn
     pre-LN, warmup 50            5.350      5.320      5.359       5.464
 
 Post-LN leaves the plateau at 2 layers only; from 6 layers on it ends on it, with or without the 50-step
-warmup. Pre-LN with the warmup trains at every depth; without it, it trains at 2 layers, falls behind at 6
-and 12 (0.3 and 0.2 nats worse than with the warmup) and at 24 ends on the plateau: its loss spikes near step
-20 and stays on the plateau from then on (the plot's right panel). So at this learning rate training without
-a warmup fails between 2 and 6 layers for post-LN and between 12 and 24 for pre-LN, and 50 steps of warmup
-rescue pre-LN at 24 layers but not post-LN at 6. With --LEARNING_RATE=1e-3 (the second command, 4 min 41 s)
-post-LN is the same (5.905 and 5.945 at 2 layers, 6.029 to 6.031 deeper), and pre-LN trains at every depth
-with or without the warmup (5.682 against 5.597 at 24 layers, within 0.05 of each other below that).
+warmup. Pre-LN with the warmup trains at every depth; without it, it trains at 2 layers, falls behind at 6 and
+12 (0.3 and 0.2 nats worse than with the warmup) and at 24 ends on the plateau: its loss spikes near step 20
+and stays on the plateau from then on (the plot's right panel). So at this size and learning rate, within 200
+steps and with one seed, post-LN did not leave the plateau beyond 2 layers and pre-LN without a warmup did not
+beyond 12; 50 steps of warmup got pre-LN off it at 24 layers but not post-LN at 6. With --LEARNING_RATE=1e-3
+(the second command, 4 min 41 s) post-LN is the same (5.905 and 5.945 at 2 layers, 6.029 to 6.031 deeper), and
+pre-LN trains at every depth with or without the warmup (5.682 against 5.597 at 24 layers, within 0.05 of each
+other below that).
 
 Xiong et al. 2020 ("On Layer Normalization in the Transformer Architecture") show that at initialisation the
 expected gradients of a post-LN transformer's parameters near the output are large, so a large learning rate
 on them makes training unstable and a warmup avoids it; in pre-LN the gradients are well behaved at
-initialisation, and they train it without a warmup. The runs show the contrast and where it stops: a warmup
-of a quarter of the run does not rescue post-LN beyond 2 layers (GPT-1 warmed up over 2,000 steps of a far
-longer run), and pre-LN's freedom from the warmup holds at 1e-3 but not at 3e-3 with 24 layers. Liu et al.
-2020 ("Understanding the Difficulty of Training Transformers") find that unbalanced gradients are not the
+initialisation, and they train it without a warmup. The runs show the contrast and where it stops: a warmup of
+a quarter of the run did not get post-LN beyond 2 layers off the plateau (GPT-1 warmed up over 2,000 steps of
+a far longer run), and pre-LN's freedom from the warmup holds at 1e-3 but not at 3e-3 with 24 layers. Liu et
+al. 2020 ("Understanding the Difficulty of Training Transformers") find that unbalanced gradients are not the
 root cause of the instability: a post-LN layer depends more heavily on its residual branch than a pre-LN
-layer, and that dependence amplifies small changes of the parameters, updates included, into large changes
-of the output. One seed and 200 steps: "never left the plateau" means within this run, and where training is
-unstable a cell moves by a few hundredths when anything about the arithmetic changes.
+layer, and that dependence amplifies small changes of the parameters, updates included, into large changes of
+the output. One seed and 200 steps, and both arrangements start from GPT-2's initialisation with its scaled
+c_proj (the post-LN model is built from the pre-LN model's weights), not GPT-1's N(0, 0.02): "never left the
+plateau" means within this run, not that post-LN cannot train at that depth; post-LN is known to start slower,
+and a longer run might see it leave. Where training is unstable a cell moves by a few hundredths when anything
+about the arithmetic changes.
 """
 
 

@@ -14,8 +14,9 @@ row alone. With it, only the new token goes through; its query meets the t cache
 projections and MLP cost the same at every length and only the attention to the cache grows with t. Per new
 token, the blocks' work goes from growing with t (t^2 in attention) to constant (t in attention). The output
 head costs the same either way, since only the last position is scored: but that one position meets all
-50,257 tokens, 4 times the multiply-adds the four blocks spend on it, so the head puts a floor under every
-step that the cache cannot lower.
+50,257 tokens, 50,257 * C multiply-adds against the 4 * 12 * C^2 of the four blocks' weight matrices (5.5
+times as many at the chapter's 192 wide), so the head puts a floor under every step that the cache cannot
+lower.
 
 The cache changes how the keys and values are obtained, not what they are, so both give the same tokens; the
 script checks that the two greedy outputs are identical. Timings are only as steady as the machine: on a busy
@@ -117,9 +118,9 @@ machine shared with other work; a second run gave 1.6x, 1.6x, 2.9x and 5.1x). Wi
 falls as the length grows, and faster the longer it gets, since each new token reprocesses everything before
 it; with it the speed barely moves, since only the new token's query meets the cached keys. The speed-up
 starts small because both ways pay for the output head on the newest position: one position scored against
-50,257 tokens costs four times the multiply-adds the four blocks spend on it, and no cache can save that. On
-a GPU, which runs such small single-token steps far below its capacity, the speed-up at these lengths is
-smaller.
+50,257 tokens costs 50,257 * 192 multiply-adds, 5.5 times the 4 * 12 * 192^2 of the four blocks' weight
+matrices, and no cache can save that. On a GPU, which runs such small single-token steps far below its
+capacity, we expect the speed-up at these lengths to be smaller; this exercise has not been run on one.
 """
 
 

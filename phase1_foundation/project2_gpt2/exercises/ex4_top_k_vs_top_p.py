@@ -143,8 +143,9 @@ half the probability (45 of the 1,000 steps) the nucleus held 107 tokens on aver
 of the probability; between 0.1 and 0.5 (498 steps), 504 tokens and 0.66; below 0.1 (457 steps), 835 tokens
 and 0.43. So the same k truncates a flat distribution far more than p = 0.9 would, and a peaked one far less:
 Holtzman et al.'s argument for letting the candidate set follow the shape of the distribution. A briefly
-trained model is unsure almost everywhere, so here 40 is usually too few; in a well-trained model the sure
-steps are the common ones, and at those 40 is too many.
+trained model is unsure almost everywhere, so here 40 is usually too few. In a well-trained model we expect
+the sure steps to be the common ones, and at those 40 to be too many; that is a hypothesis, not measured
+here.
 """
 
 
