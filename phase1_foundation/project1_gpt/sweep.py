@@ -1,20 +1,20 @@
 """How the cpu preset was chosen: train each candidate setting for the same wall-clock time, with several
 seeds, and compare how far below the bigram model each ended.
 
-    # the candidates of the README's appendix, in the time the cpu preset's run takes here, three seeds each
-    uv run python phase1_foundation/project1_gpt/sweep.py --SEEDS=1337,1,2
-    # two of them, one seed
-    uv run python phase1_foundation/project1_gpt/sweep.py preset narrow-lr1e-3
+    # every candidate, one seed (about 35 minutes on two cores)
+    uv run python phase1_foundation/project1_gpt/sweep.py
+    # two of them, with three seeds each
+    uv run python phase1_foundation/project1_gpt/sweep.py --SEEDS=1337,1,2 narrow-lr2e-3 no-dropout-lr1e-3
 
 On a laptop the question is not which model is best but which learns most per minute: a smaller model takes
 more steps in the same time; a larger learning rate moves further per step, until post-LN training stalls
 (exercise 1). Each candidate first runs a few steps to time one step on this machine; the timings are kept in
 step_seconds.json, so they fix each candidate's number of steps once, and the training runs can then share
-the machine without changing what they compute. Every candidate gets the time the cpu preset's own steps take
-here (config.PRESETS["cpu"]), so a candidate's number of steps follows from the ratio of step times alone, on
-whatever machine runs it. Each then trains through train.py itself, its warmup a sixth of its steps as the
-preset's is, and is scored against the bigram and unigram models on its own validation windows (the same
-targets as the model): the gap below the bigram is comparable across candidates, the loss itself is not
+the machine without changing what they compute. Every candidate gets the time that 600 steps of the first,
+the 4 x 256 model with GPT-1's dropout, take here (BUDGET), so a candidate's number of steps follows from the
+ratio of step times alone, on whatever machine runs it. Each then trains through train.py itself, its warmup a
+sixth of its steps, and is scored against the bigram and unigram models on its own validation windows (the
+same targets as the model): the gap below the bigram is comparable across candidates, the loss itself is not
 where the vocabulary differs. Finished runs are skipped: an interrupted sweep continues where it stopped.
 """
 
@@ -29,7 +29,7 @@ from phase1_foundation.project1_gpt.config import PRESETS
 MODULE = "phase1_foundation.project1_gpt.train"
 OUT_DIR = REPO_ROOT / "checkpoints" / "project1" / "sweep"
 PROBE_STEPS = 25  # steps run to time one step (the first five, slowed by warm-up, are not counted)
-WARMUP_SHARE = 1 / 6  # of a candidate's steps, as the preset's 100 of 600
+WARMUP_SHARE = 1 / 6  # of a candidate's steps, as the preset's 250 of 1,500
 
 CANDIDATES = {  # name: changes to GPT-1's settings; everything else is the cpu preset's
     "gpt1-dropout": dict(N_LAYER=4, N_HEAD=4, N_EMBD=256, DROPOUT=0.1, LEARNING_RATE=6e-4),
@@ -38,11 +38,14 @@ CANDIDATES = {  # name: changes to GPT-1's settings; everything else is the cpu 
     "no-dropout-lr1e-3": dict(N_LAYER=4, N_HEAD=4, N_EMBD=256, DROPOUT=0.0, LEARNING_RATE=1e-3),
     "narrow-lr1e-3": dict(N_LAYER=4, N_HEAD=4, N_EMBD=128, DROPOUT=0.0, LEARNING_RATE=1e-3),
     "narrow-lr2e-3": dict(N_LAYER=4, N_HEAD=4, N_EMBD=128, DROPOUT=0.0, LEARNING_RATE=2e-3),
+    "narrow-lr3e-3": dict(N_LAYER=4, N_HEAD=4, N_EMBD=128, DROPOUT=0.0, LEARNING_RATE=3e-3),
+    "narrow-dropout-lr2e-3": dict(N_LAYER=4, N_HEAD=4, N_EMBD=128, DROPOUT=0.1, LEARNING_RATE=2e-3),
     "shallow-lr1e-3": dict(N_LAYER=2, N_HEAD=4, N_EMBD=256, DROPOUT=0.0, LEARNING_RATE=1e-3),
     "narrow-vocab2048-lr2e-3": dict(N_LAYER=4, N_HEAD=4, N_EMBD=128, DROPOUT=0.0, LEARNING_RATE=2e-3,
                                     VOCAB_SIZE=2048),
 }
-PRESET_CANDIDATE = "gpt1-dropout"  # the cpu preset's settings (config.PRESETS)
+PRESET_CANDIDATE = "narrow-lr2e-3"  # the cpu preset's settings (config.PRESETS)
+BUDGET = ("gpt1-dropout", 600)  # every candidate's time: what 600 steps of this one take on the machine
 
 
 def settings(name: str) -> list[str]:
@@ -96,11 +99,11 @@ def main(argv: list[str] | None = None) -> dict:
     unknown = [name for name in names if name not in CANDIDATES]
     if unknown:
         raise SystemExit(f"error: no candidate {unknown[0]!r}; the candidates are {', '.join(CANDIDATES)}")
-    timings = step_seconds(sorted({*names, PRESET_CANDIDATE}))
+    timings = step_seconds(sorted({*names, BUDGET[0]}))
     if "--TIME_ONLY" in argv:
         print(json.dumps(timings, indent=1))
         return timings
-    budget = PRESETS["cpu"]["MAX_ITERS"] * timings[PRESET_CANDIDATE]  # seconds of the preset's steps here
+    budget = BUDGET[1] * timings[BUDGET[0]]  # seconds
     steps = {name: round(budget / timings[name]) for name in names}
     results = {(name, seed): run(name, steps[name], seed) for name in names for seed in seeds}
     report(results, names, seeds, budget)

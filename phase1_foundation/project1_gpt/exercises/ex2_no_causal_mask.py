@@ -1,4 +1,4 @@
-"""Exercise 2: remove the causal mask and watch the model cheat.
+"""Exercise 2: remove the causal mask.
 
 Train GPT-1 twice, once as it is and once without the causal mask (--CAUSAL=false), so that position t also
 sees positions t+1, t+2, ... The model is asked to predict token t+1, and now it can read it.
@@ -19,9 +19,10 @@ the window, so the token to copy gets 1/BLOCK_SIZE of it: a 16-token window make
 which finds the shortcut within 300 steps; GPT-1's post-LN block finds it too, only many steps later
 (exercise 1 shows why). Try --PRE_LN=false --WARMUP_ITERS=100 --MAX_ITERS=600.
 
-Predict before you run it: without the mask, will the training loss end near the causal model's or far below
-it? Scored the way generation works, will the unmasked model be better than the causal model, about as good,
-or worse even than the unigram baseline (a model that ignores context)? What will its samples look like?
+Predict before you run it: without the mask the model can read the token it is asked for, so its training loss
+falls far below the causal model's. But scored the way generation works, will the unmasked model be better
+than the causal model, about as good, or worse even than the unigram baseline (a model that ignores context)?
+What will its samples look like?
 """
 
 import torch

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from common.baselines import bigram_log_probs, unigram_cross_entropy
+from common.config import settings
 from common.tokens import read_meta
-from phase1_foundation.project1_gpt import download_data, finetune, sample, train
+from phase1_foundation.project1_gpt import config, download_data, finetune, sample, sweep, train
 
 
 def losses(out_dir):
@@ -87,3 +88,35 @@ def test_finetune_draws_accuracy_against_labelled_questions_over_seeds(tiny, tmp
     assert (tmp_path / "finetune_labels.png").stat().st_size > 0
     with pytest.raises(SystemExit, match="--FT_LABELS=100,16"):
         finetune.main([*tiny, f"--OUT_DIR={tmp_path}", "--FT_LABELS=17"])
+
+
+def test_sweep_gives_each_candidate_the_same_time_and_reports_its_gap_below_the_bigram(tmp_path, monkeypatch,
+                                                                                       capsys):
+    """The preset is one of the candidates; each candidate's steps fill the budget's time at its own step
+    time; --SEEDS trains each once per seed, in its own folder with its own --SEED."""
+    preset = {**settings(config), **config.PRESETS["cpu"]}
+    assert sweep.CANDIDATES[sweep.PRESET_CANDIDATE].items() <= preset.items()
+    cpu = config.PRESETS["cpu"]
+    assert cpu["WARMUP_ITERS"] == round(cpu["MAX_ITERS"] * sweep.WARMUP_SHARE)
+    monkeypatch.setattr(sweep, "OUT_DIR", tmp_path)
+    timings = {sweep.size(sweep.BUDGET[0]): 0.4, sweep.size("narrow-lr2e-3"): 0.1}
+    (tmp_path / "step_seconds.json").write_text(json.dumps(timings))
+    calls = []
+
+    def fake_training(module, settings, out_dir):
+        calls.append((settings, out_dir))
+        seed = int(next(s for s in settings if s.startswith("--SEED="))[7:])
+        steps = int(next(s for s in settings if s.startswith("--MAX_ITERS="))[12:])
+        return {"steps": steps, "val_loss": 5.0 - seed / 100, "bigram_loss": 5.3}
+
+    monkeypatch.setattr(sweep, "run_training", fake_training)
+    results = sweep.main(["--SEEDS=1,3", "narrow-lr1e-3", "narrow-lr2e-3"])  # narrow-lr1e-3: the same size
+    steps = {out.name: next(s for s in settings if s.startswith("--MAX_ITERS=")) for settings, out in calls}
+    assert steps == {f"narrow-lr{lr}-seed{seed}": "--MAX_ITERS=2400" for lr in ("1e-3", "2e-3")
+                     for seed in (1, 3)}  # 600 steps of 0.4 s, at 0.1 s a step
+    assert len(results) == 4
+    assert "+0.320   +0.310  +0.330" in capsys.readouterr().out  # the mean gap, then each seed's
+    (tmp_path / "narrow-lr2e-3-seed1" / "summary.json").parent.mkdir(parents=True)
+    (tmp_path / "narrow-lr2e-3-seed1" / "summary.json").write_text(json.dumps({"steps": 2399}))
+    with pytest.raises(SystemExit, match="holds a run of 2399 steps"):  # timed again since: not reported
+        sweep.main(["--SEEDS=1", "narrow-lr2e-3"])
