@@ -4,7 +4,7 @@ Every chapter keeps `reference.json` beside its `train.py`: for each preset and 
 validation loss a default run of the course's own code reached, the command that measured it, and the band a
 correct but differently written model lands in. At the end of a run, `train.py` prints one line:
 
-    reference, cpu preset on cpu: 4.933 at step 1500 — yours: 4.933, the same
+    reference, cpu preset on cpu: 4.933 at step 1,500 — yours: 4.933, the same
 
 On a CPU like the one that measured it, at the default seed, the course's code reproduces its reference to the
 last digit. Code that computes the same mathematics in another order (einsum for a matmul, a mask added

@@ -53,8 +53,8 @@ TOP_K = 40  # sample only among the k most likely tokens (0 = all)
 HF_DIR = ""  # sample.py: a transformers-layout openai-gpt folder instead of our checkpoint
 
 # --- fine-tuning (finetune.py) ----------------------------------------------------------------------------
-FT_TASK = "swap"  # swap: the real sentence or it with two adjacent words swapped; ending: exercise 4's task
-FT_CHOICES = 2  # candidates per question (the swap task has two)
+FT_TASK = "shuffle"  # shuffle: the real sentence or it with its inner words shuffled; ending: exercise 4's
+FT_CHOICES = 2  # candidates per question (the shuffle task has two)
 FT_CONTEXT_SENTENCES = 1  # sentences of context before the candidates
 FT_TRAIN_QUESTIONS = 2000  # questions built from training documents
 FT_VAL_QUESTIONS = 500  # questions built from held-out documents

@@ -86,19 +86,20 @@ class Question:
     answer: int  # index of the true sentence in candidates
 
 
-MIN_WORDS = 6  # a sentence to corrupt has a pair of words to swap away from its first and last word
+MIN_WORDS = 6  # a sentence to shuffle has at least four words between its first and its last
 
 
-def swap_two_words(sentence: str, rng: random.Random) -> str | None:
-    """The sentence with two adjacent words swapped, or None if it has no pair to swap. Neither the first word
-    nor the last takes part, so no capital letter or full stop moves: only the order gives it away."""
+def shuffle_inner_words(sentence: str, rng: random.Random) -> str | None:
+    """The sentence with the words between its first and its last in a random new order, or None if it is
+    too short or no new order differs. The first and last words stay, so no capital letter or full stop
+    moves: only the order gives it away."""
     words = sentence.split()
-    pairs = [i for i in range(1, len(words) - 2) if words[i] != words[i + 1]]
-    if len(words) < MIN_WORDS or not pairs:
+    if len(words) < MIN_WORDS or len(set(words[1:-1])) < 2:
         return None
-    i = rng.choice(pairs)
-    words[i], words[i + 1] = words[i + 1], words[i]
-    return " ".join(words)
+    inner = words[1:-1]
+    while (shuffled := rng.sample(inner, len(inner))) == inner:
+        pass
+    return " ".join([words[0], *shuffled, words[-1]])
 
 
 def build_questions(documents: list[list[str]], n: int, n_context: int, n_choices: int, seed: int,
@@ -106,13 +107,13 @@ def build_questions(documents: list[list[str]], n: int, n_context: int, n_choice
     """Up to n questions (documents given as their sentences) from non-overlapping windows of n_context + 1
     sentences: the context, then the true sentence among n_choices candidates.
 
-    task "swap": the other candidate is the true sentence with two adjacent words swapped (two choices only),
+    task "shuffle": the other candidate is the true sentence with its inner words shuffled (two choices only),
     so both hold the same words. task "ending": the others are sentences of other documents, so a wrong
     candidate is never the true continuation, but is usually about something else."""
-    if task not in ("swap", "ending"):
-        raise SystemExit(f"error: unknown fine-tuning task {task!r}; use --FT_TASK=swap or --FT_TASK=ending")
-    if task == "swap" and n_choices != 2:
-        raise SystemExit("error: the swap task has two candidates; use --FT_CHOICES=2")
+    if task not in ("shuffle", "ending"):
+        raise SystemExit(f"error: unknown fine-tuning task {task!r}; use --FT_TASK=shuffle or ending")
+    if task == "shuffle" and n_choices != 2:
+        raise SystemExit("error: the shuffle task has two candidates; use --FT_CHOICES=2")
     rng = random.Random(seed)
     windows = [(d, i) for d, sentences in enumerate(documents)
                for i in range(0, len(sentences) - n_context, n_context + 1)]
@@ -122,9 +123,9 @@ def build_questions(documents: list[list[str]], n: int, n_context: int, n_choice
     questions = []
     for d, i in windows:
         context, ending = " ".join(documents[d][i : i + n_context]), documents[d][i + n_context]
-        if task == "swap":
-            ending = " ".join(ending.split())  # as the swapped copy is written: spacing gives nothing away
-            others = [swap_two_words(ending, rng)]
+        if task == "shuffle":
+            ending = " ".join(ending.split())  # as the shuffled copy is written: spacing gives nothing away
+            others = [shuffle_inner_words(ending, rng)]
             if others[0] is None:
                 continue
         else:

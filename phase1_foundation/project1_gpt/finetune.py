@@ -8,8 +8,9 @@ paper's central claim: pre-training helps.
 
 The task is built from the corpus itself (by download_data.py, beside the token files): which is the real
 sentence? One sentence of an article for context, then two candidates: the next sentence as written, and the
-same sentence with two adjacent words swapped. It is GPT-1's CoLA (is this sentence grammatical?) in
-miniature, and both candidates hold the same words, so no rule that counts words can tell them apart.
+same sentence with the words between its first and last shuffled. It is GPT-1's CoLA (is this sentence
+grammatical?) in miniature, and both candidates hold the same words, so no rule that counts words can tell
+them apart.
 (--FT_TASK=ending puts a sentence of another article in place of the swapped one: exercise 4.)
 Each candidate becomes one sequence `<|start|> context <|delim|> candidate <|extract|>`; a linear layer
 reads the final state at <|extract|> and a softmax over the candidates picks one. On questions from
@@ -82,7 +83,7 @@ def trim(ids: Tensor, extract_at: Tensor) -> Tensor:
 # --- a baseline with no model: shared rare words ------------------------------------------------------------
 # Where the wrong candidate comes from another article (--FT_TASK=ending), it is usually about something else:
 # a rule that only looks for the rare words (names, places, terms) a candidate shares with the context needs
-# no model at all. On the swap task both candidates hold the same words, so the rule is at chance.
+# no model at all. On the shuffle task both candidates hold the same words, so the rule is at chance.
 
 def words(text: str) -> set[str]:
     """The distinct words of a text: runs of letters and digits, lower-cased."""
