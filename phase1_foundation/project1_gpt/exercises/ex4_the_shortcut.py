@@ -20,7 +20,8 @@ from common.exercises import print_measured
 from phase1_foundation.project1_gpt import finetune
 from phase1_foundation.project1_gpt.exercises import parse_args, pretrained_checkpoint
 
-TASK = ["--FT_TASK=ending", "--FT_CONTEXT_SENTENCES=3"]  # GPT-1's Story Cloze shape: a context, two endings
+# GPT-1's Story Cloze shape, a context and two endings; the pre-trained model alone is fine-tuned
+TASK = ["--FT_TASK=ending", "--FT_CONTEXT_SENTENCES=3", "--FT_FROM=pretrained"]
 
 
 def main(argv: list[str] | None = None) -> dict:
