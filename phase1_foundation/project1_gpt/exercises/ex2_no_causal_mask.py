@@ -99,10 +99,10 @@ def main(argv: list[str] | None = None) -> dict:
 
 # The answer, kept at the end of the file: read it after your run.
 WHAT_WE_MEASURED = """
-Without the mask the training loss collapses: we measured 2.5 against 6.5 with the mask. The answer is in
+Without the mask the training loss collapses: we measured 1.2 against 6.2 with the mask. The answer is in
 the input, one position ahead, and one attention head that looks there is enough. Scored the way generation
 works, each token from the tokens before it only, the unmasked model is far worse than the masked one (8.0
-against 6.4, worse than the unigram model's 6.9), and its samples are garbage (we got nothing but newlines):
+against 6.2, worse than the unigram model's 6.9), and its samples are garbage (we got "The" over and over):
 it learned to copy from a future that generation never has. The causal model scores the same both ways: its
 mask always gave it exactly what generation gives it.
 """
