@@ -9,9 +9,9 @@ paper's central claim: pre-training helps.
 The task is built from the corpus itself (by download_data.py, beside the token files): which is the real
 sentence? One sentence of an article for context, then two candidates: the next sentence as written, and the
 same sentence with the words between its first and last shuffled. It is GPT-1's CoLA (is this sentence
-grammatical?) in miniature, and both candidates hold the same words, so no rule that counts words can tell
-them apart.
-(--FT_TASK=ending puts a sentence of another article in place of the swapped one: exercise 4.)
+grammatical?) in miniature, and both candidates hold the same words, so no rule that looks only at which words
+appear can tell them apart.
+(--FT_TASK=ending puts a sentence of another article in place of the shuffled one: exercise 4.)
 Each candidate becomes one sequence `<|start|> context <|delim|> candidate <|extract|>`; a linear layer
 reads the final state at <|extract|> and a softmax over the candidates picks one. On questions from
 documents held out of pre-training:
@@ -321,6 +321,8 @@ def main(argv: list[str] | None = None) -> dict:
     tokenizer = load_tokenizer(data_dir)
     train_q, val_q = load_questions(prepare_questions(cfg, data_dir))
     labels = label_counts(cfg.FT_LABELS, len(train_q))
+    if not cfg.FT_FROM or not set(cfg.FT_FROM) <= {"pretrained", "scratch"}:
+        raise SystemExit(f"error: --FT_FROM takes pretrained, scratch or both, got {','.join(cfg.FT_FROM)!r}")
     block = pretrained.config.block_size
     train_data, val_data = encode(train_q, tokenizer, block), encode(val_q, tokenizer, block)
     print(f"task {cfg.FT_TASK}: {len(train_q)} training and {len(val_q)} held-out questions, "
@@ -331,7 +333,7 @@ def main(argv: list[str] | None = None) -> dict:
                "bigram": bigram_accuracy(val_q, tokenizer, np.asarray(load_tokens(data_dir, "train")), block),
                "zero_shot": zero_shot_accuracy(pretrained, val_q, tokenizer, device)}
     results["runs"] = fine_tuned(pretrained, train_data, val_data, labels, cfg, device)
-    for start in cfg.FT_FROM:  # the headline: every training question, mean over the seeds
+    for start in cfg.FT_FROM:  # the headline: the most questions asked for, mean over the seeds
         results[start] = spread(results["runs"], start, labels[-1])[0]
     report(results, cfg)
     out_dir = Path(cfg.OUT_DIR)

@@ -1,21 +1,23 @@
 """How the cpu preset was chosen: train each candidate setting for the same wall-clock time, with several
 seeds, and compare how far below the bigram model each ended.
 
-    # every candidate, one seed (about 35 minutes on two cores)
+    # every candidate, one seed
     uv run python phase1_foundation/project1_gpt/sweep.py
+    # time each candidate's step only, on an otherwise idle machine
+    uv run python phase1_foundation/project1_gpt/sweep.py --TIME_ONLY
     # two of them, with three seeds each
     uv run python phase1_foundation/project1_gpt/sweep.py --SEEDS=1337,1,2 narrow-lr2e-3 no-dropout-lr1e-3
 
 On a laptop the question is not which model is best but which learns most per minute: a smaller model takes
 more steps in the same time; a larger learning rate moves further per step, until post-LN training stalls
 (exercise 1). Each candidate first runs a few steps to time one step on this machine; the timings are kept in
-step_seconds.json, so they fix each candidate's number of steps once, and the training runs can then share
-the machine without changing what they compute. Every candidate gets the time that 600 steps of the first,
-the 4 x 256 model with GPT-1's dropout, take here (BUDGET), so a candidate's number of steps follows from the
-ratio of step times alone, on whatever machine runs it. Each then trains through train.py itself, its warmup a
-sixth of its steps, and is scored against the bigram and unigram models on its own validation windows (the
-same targets as the model): the gap below the bigram is comparable across candidates, the loss itself is not
-where the vocabulary differs. Finished runs are skipped: an interrupted sweep continues where it stopped.
+step_seconds.json, so they fix each candidate's number of steps once, and a busy machine then changes only how
+long a run takes. Every candidate gets the time that 600 steps of the first, the 4 x 256 model with GPT-1's
+dropout, take here (BUDGET), so a candidate's number of steps follows from the ratio of step times alone, on
+whatever machine runs it. Each then trains through train.py itself, its warmup a sixth of its steps, and is
+scored against the bigram and unigram models on its own validation windows (the same targets as the model):
+the gap below the bigram compares candidates of one vocabulary, and across vocabularies only roughly (a token
+is another length). Finished runs are skipped: an interrupted sweep continues where it stopped.
 """
 
 import json
@@ -96,6 +98,9 @@ def main(argv: list[str] | None = None) -> dict:
     seeds = next(([int(s) for s in a.split("=", 1)[1].split(",")] for a in argv if a.startswith("--SEEDS=")),
                  [1337])
     names = [a for a in argv if not a.startswith("--")] or list(CANDIDATES)
+    unread = [a for a in argv if a.startswith("--") and not a.startswith(("--SEEDS=", "--TIME_ONLY"))]
+    if unread:
+        raise SystemExit(f"error: sweep.py takes candidate names, --SEEDS= and --TIME_ONLY, not {unread[0]}")
     unknown = [name for name in names if name not in CANDIDATES]
     if unknown:
         raise SystemExit(f"error: no candidate {unknown[0]!r}; the candidates are {', '.join(CANDIDATES)}")

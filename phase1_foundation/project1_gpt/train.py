@@ -57,6 +57,18 @@ def evaluate(model: GPT, windows: list[tuple[torch.Tensor, torch.Tensor]]) -> fl
     return sum(losses) / len(losses)
 
 
+@torch.no_grad()
+def previous_token_only(model: GPT, windows: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
+    """Mean loss with each target predicted from its previous token alone, as a window's first position is:
+    set beside the bigram model, it shows what the model owes to the longer context."""
+    model.eval()
+    losses = []
+    for x, y in windows:
+        with autocast(x.device):
+            losses.append(model(x.reshape(-1, 1), y.reshape(-1, 1))[1].item())  # (B*T, 1): one token each
+    return sum(losses) / len(losses)
+
+
 def baselines(train_tokens: np.ndarray, windows: list[tuple[torch.Tensor, torch.Tensor]],
               vocab_size: int) -> dict[str, float]:
     """The unigram and bigram models' losses on the windows' targets: the lines the transformer must get
@@ -166,17 +178,20 @@ def summarize(cfg: SimpleNamespace, model: GPT, tokenizer: Tokenizer, data_dir: 
     prompt = torch.tensor([tokenizer.encode(cfg.PROMPT)], device=device)
     sample = generate(model, prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None)
     print(f"\n--- sample ---\n{tokenizer.decode(sample[0].tolist())}\n--------------")
+    one_token = previous_token_only(model, windows)
     summary = {
         "val_loss": val_loss, "unigram_loss": lines["unigram"], "bigram_loss": lines["bigram"],
-        "val_perplexity": math.exp(val_loss), "steps": steps, "wall_seconds": wall,
+        "previous_token_loss": one_token, "val_perplexity": math.exp(val_loss), "steps": steps,
+        "wall_seconds": wall,
         "checkpoint": portable(checkpoint), "loss_curve": portable(plot), "data_dir": portable(data_dir),
     }
     targets = sum(y.numel() for _, y in windows)
-    print(f"validation loss on {targets:,} held-out tokens, nats per token (perplexity):")
-    rows = (("GPT-1 (this run)", val_loss), ("bigram model (the previous token)", lines["bigram"]),
+    print(f"validation loss on {targets:,} held-out targets, nats per token (perplexity):")
+    rows = (("GPT-1 (this run)", val_loss), ("GPT-1 reading the previous token only", one_token),
+            ("bigram model (the previous token)", lines["bigram"]),
             ("unigram model (no context)", lines["unigram"]))
     for label, loss in rows:
-        print(f"  {label:<36}{loss:>7.3f}  ({math.exp(loss):,.0f})")
+        print(f"  {label:<40}{loss:>7.3f}  ({math.exp(loss):,.0f})")
     print(f"{steps} steps in {wall / 60:.1f} min\ncheckpoint: {checkpoint}\nloss curve: {plot}")
     save_summary(out_dir, summary)
     reference.report(config, cfg, summary)  # "is my loss right?": the course's, beside it

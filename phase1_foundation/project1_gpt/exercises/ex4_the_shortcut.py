@@ -34,7 +34,14 @@ def main(argv: list[str] | None = None) -> dict:
 
 # The answer, kept at the end of the file: read it after your run.
 WHAT_WE_MEASURED = """
-(to be measured)
+The rule with no model wins by far. On the 219 held-out questions (one seed) the shared-rare-words rule
+answers 93.2% right; the zero-shot language model 54.8%, the bigram model 50.2%, and the pre-trained model
+fine-tuned on 1,000 questions 58.4% (standard error up to 3.4 points each). The wrong ending comes from
+another article, so it is usually about something else, and the true one usually repeats a name or a term of
+its context: the task, built this way, is solved by word overlap, and it cannot show how much a model reads.
+The Story Cloze Test avoids this by writing both endings to fit the same story; chapter 1's fine-tuning task
+avoids it by giving both candidates the same words, in another order, so that any rule that looks only at
+which words appear is at chance.
 """
 
 

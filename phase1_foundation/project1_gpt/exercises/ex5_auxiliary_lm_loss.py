@@ -43,7 +43,13 @@ def main(argv: list[str] | None = None) -> dict:
 
 # The answer, kept at the end of the file: read it after your run.
 WHAT_WE_MEASURED = """
-(to be measured)
+No difference the seeds can resolve. On the 432 held-out questions, with the pre-trained model fine-tuned on
+1,000 questions, we measured 70.5% with lambda = 0 (seeds 1337 and 1: 69.4% and 71.5%) against 69.4% with
+lambda = 0.5 (68.8% and 70.1%): 1.1 points apart, less than the two seeds of either differ by. The paper's own
+ablation (Table 5) is mixed too: the auxiliary loss helped on its large datasets (NLI, QQP) and not on the
+smaller ones, and the paper calls it a trend. Here the auxiliary loss also trains on the shuffled candidate,
+as GPT-1's did on CoLA's ungrammatical sentences, so half of what it teaches is that scrambled word order is
+text like any other; whether that is why it does not help here was not measured.
 """
 
 

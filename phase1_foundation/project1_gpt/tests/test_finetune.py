@@ -3,6 +3,7 @@ shared-rare-words baseline."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -11,6 +12,8 @@ from common.tokenizers import CharTokenizer
 from phase1_foundation.project1_gpt.download_data import SPECIAL_TOKENS, Question
 from phase1_foundation.project1_gpt.finetune import (
     MultipleChoiceGPT,
+    bigram_accuracy,
+    chosen_accuracy,
     encode,
     lm_loss,
     rarity,
@@ -18,6 +21,7 @@ from phase1_foundation.project1_gpt.finetune import (
     word_overlap_accuracy,
     word_overlap_choice,
     words,
+    zero_shot_accuracy,
 )
 from phase1_foundation.project1_gpt.model import GPT, GPTConfig
 
@@ -110,3 +114,35 @@ def test_word_overlap_accuracy_scores_the_rule_on_the_given_questions():
                  Question("The Danube in Vienna.", ["Something else.", "The Danube again."], 1),
                  Question("The Danube in Vienna.", ["A cat.", "A dog."], 1)]  # a tie, so the first: wrong
     assert word_overlap_accuracy(questions, TRAIN) == pytest.approx(2 / 3)
+
+
+def test_the_best_scored_candidate_is_chosen_and_a_tie_goes_to_the_first():
+    questions = [Question("c", ["a", "b"], 0), Question("c", ["a", "b"], 1), Question("c", ["a", "b"], 1)]
+    assert chosen_accuracy([[-1.0, -2.0], [-3.0, -1.0], [-1.0, -1.0]], questions) == pytest.approx(2 / 3)
+
+
+def test_the_bigram_rule_picks_the_candidate_whose_pairs_the_training_text_holds():
+    tokenizer = CharTokenizer.train(["abcdefgh xyz."], SPECIAL_TOKENS)
+    train_tokens = np.array(tokenizer.encode("abcdefgh. " * 50))
+    questions = [Question("x", [" abcd", " dcba"], 0), Question("x", [" hgfe", " efgh"], 1)]
+    assert bigram_accuracy(questions, tokenizer, train_tokens, block_size=32) == 1.0
+    reversed_answers = [Question(q.context, q.candidates, 1 - q.answer) for q in questions]
+    assert bigram_accuracy(reversed_answers, tokenizer, train_tokens, block_size=32) == 0.0
+
+
+def test_zero_shot_scores_each_candidate_by_its_mean_log_probability_after_the_context():
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(vocab_size=TOKENIZER.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16,
+                        dropout=0.0)).eval()
+    question = Question("abc", ["de", "fgh"], 0)
+    means = []
+    for candidate in question.candidates:
+        ids = torch.tensor([TOKENIZER.encode(question.context + " " + candidate)])
+        n = len(TOKENIZER.encode(" " + candidate))
+        targets = ids.clone()
+        targets[:, : ids.size(1) - n] = -100  # only the candidate's own tokens are scored
+        means.append(-gpt(ids[:, :-1], targets[:, 1:])[1].item())
+    best = means.index(max(means))
+    assert zero_shot_accuracy(gpt, [question], TOKENIZER, torch.device("cpu")) == float(best == 0)
+    flipped = Question(question.context, question.candidates, 1)
+    assert zero_shot_accuracy(gpt, [flipped], TOKENIZER, torch.device("cpu")) == float(best == 1)

@@ -6,11 +6,13 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from common.baselines import bigram_log_probs, unigram_cross_entropy
 from common.config import settings
 from common.tokens import read_meta
 from phase1_foundation.project1_gpt import config, download_data, finetune, sample, sweep, train
+from phase1_foundation.project1_gpt.model import GPT, GPTConfig
 
 
 def losses(out_dir):
@@ -34,6 +36,17 @@ def test_train_writes_checkpoints_curve_and_summary(tiny, tmp_path):
     assert [step for step, _, _ in losses(tmp_path)] == list(range(1, 21))
     assert summary["val_loss"] < math.log(512)  # below a uniform guess over 512 tokens: it learned something
     assert summary["bigram_loss"] < summary["unigram_loss"] < math.log(512)
+    assert math.isfinite(summary["previous_token_loss"])
+
+
+def test_reading_the_previous_token_only_scores_each_target_from_one_token():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=20, block_size=8, n_layer=1, n_head=2, n_embd=16, dropout=0.0))
+    x, y = torch.randint(0, 20, (3, 8)), torch.randint(0, 20, (3, 8))
+    each_alone = [F.cross_entropy(model(x[:, t : t + 1])[0][:, 0], y[:, t]) for t in range(8)]
+    alone = train.previous_token_only(model, [(x, y)])
+    assert alone == pytest.approx(torch.stack(each_alone).mean().item(), rel=1e-5)
+    assert alone != pytest.approx(model(x, y)[1].item())  # with the whole window, the context counts
 
 
 def test_the_baselines_score_the_validation_windows_targets_each_after_its_own_previous_token():
@@ -88,6 +101,8 @@ def test_finetune_draws_accuracy_against_labelled_questions_over_seeds(tiny, tmp
     assert (tmp_path / "finetune_labels.png").stat().st_size > 0
     with pytest.raises(SystemExit, match="--FT_LABELS=100,16"):
         finetune.main([*tiny, f"--OUT_DIR={tmp_path}", "--FT_LABELS=17"])
+    with pytest.raises(SystemExit, match="--FT_FROM takes pretrained, scratch or both"):
+        finetune.main([*tiny, f"--OUT_DIR={tmp_path}", "--FT_FROM=pre-trained"])
 
 
 def test_sweep_gives_each_candidate_the_same_time_and_reports_its_gap_below_the_bigram(tmp_path, monkeypatch,
