@@ -314,6 +314,8 @@ def plot_labels(results: dict, cfg: SimpleNamespace, png_path: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> dict:
     cfg = load_config(config, argv)
+    if not cfg.FT_FROM or not set(cfg.FT_FROM) <= {"pretrained", "scratch"}:
+        raise SystemExit(f"error: --FT_FROM takes pretrained, scratch or both, got {','.join(cfg.FT_FROM)!r}")
     device = torch.device(cfg.DEVICE)
     print(f"device: {describe(device)}")
     pretrained, state = GPT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
@@ -321,8 +323,6 @@ def main(argv: list[str] | None = None) -> dict:
     tokenizer = load_tokenizer(data_dir)
     train_q, val_q = load_questions(prepare_questions(cfg, data_dir))
     labels = label_counts(cfg.FT_LABELS, len(train_q))
-    if not cfg.FT_FROM or not set(cfg.FT_FROM) <= {"pretrained", "scratch"}:
-        raise SystemExit(f"error: --FT_FROM takes pretrained, scratch or both, got {','.join(cfg.FT_FROM)!r}")
     block = pretrained.config.block_size
     train_data, val_data = encode(train_q, tokenizer, block), encode(val_q, tokenizer, block)
     print(f"task {cfg.FT_TASK}: {len(train_q)} training and {len(val_q)} held-out questions, "
