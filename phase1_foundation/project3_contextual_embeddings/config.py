@@ -60,6 +60,21 @@ TOP_K = 5  # predictions shown for each [MASK]
 WORD = "bank"  # contextual embeddings: the word compared across contexts (a frequent one if it is rare)
 CONTEXTS = 8  # sentences containing WORD to compare
 
+# --- finetune.py ------------------------------------------------------------------------------------------
+TASK = "polarity"  # polarity: 200 labelled sentences, offline; sst2, mrpc: downloads (finetune_data.py)
+TASK_FILE = None  # your own labelled file, text<TAB>label or text<TAB>text_b<TAB>label a line; wins over TASK
+FT_FOLDS = 5  # a task without a test split is scored by k-fold cross-validation: every example tested once
+FT_DEV_FRACTION = 0.2  # of each split's training examples, held out to choose the learning rate
+FT_TRAIN_EXAMPLES = 2000  # training examples taken from a downloaded task (0 = all of them)
+FT_LEARNING_RATES = (5e-5, 3e-5, 2e-5)  # PAPER: BERT §A.3, the grid for BERT-base, chosen on dev
+FT_EPOCHS = 3  # PAPER: BERT §A.3 searched 2, 3 and 4
+FT_BATCH_SIZE = 32  # PAPER: BERT §A.3 searched 16 and 32
+FT_WARMUP_RATIO = 0.1  # google-research/bert run_classifier.py, warmup_proportion 0.1, then linear decay
+FT_DROPOUT = 0.1  # PAPER: BERT §A.3, dropout kept at 0.1 (here on the classifier's input)
+FT_MAX_TOKENS = 128  # google-research/bert run_classifier.py, max_seq_length 128
+FT_SEEDS = (1337, 1, 2)  # one run per seed: the classifier's weights, dropout and the order of examples
+FT_FROM = ("pretrained", "scratch")  # the checkpoint, and the same architecture from random weights
+
 # BERT's own training, which the presets change (below): sweep.py's candidates and bench.py start from it.
 BERT_TRAINING = dict(DROPOUT=0.1, USE_NSP=True, MLM_PROB=0.15)  # PAPER: BERT §3.1, §A.2
 

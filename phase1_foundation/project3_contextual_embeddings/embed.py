@@ -34,6 +34,7 @@ vocab.txt), for example Google's bert-base-uncased: the same architecture as our
 """
 
 import itertools
+import math
 import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
@@ -59,6 +60,7 @@ from phase1_foundation.project3_contextual_embeddings.download_data import (
     load_split,
     prepare,
 )
+from phase1_foundation.project3_contextual_embeddings.finetune_data import shipped
 from phase1_foundation.project3_contextual_embeddings.model import BERT
 from phase1_foundation.project3_contextual_embeddings.tokenizer import WordPieceTokenizer, load_tokenizer
 
@@ -458,6 +460,101 @@ def sample(groups: SenseGroups, per_group: int) -> list[int]:
     return chosen
 
 
+# --- (d) words beside human judgements --------------------------------------------------------------------
+# Pairs of words with the mean similarity people gave them: WordSim-353 (Finkelstein et al. 2002; relatedness,
+# so "cup" and "coffee" score high) and SimLex-999 (Hill et al. 2015; similarity only, so they score low),
+# both shipped in the gensim wheel. Scored on the pairs whose two words the corpus holds, the same pairs for
+# every model.
+HUMAN_JUDGEMENTS = {"WordSim-353": "wordsim353.tsv", "SimLex-999": "simlex999.txt"}
+PER_WORD = 10  # sentences a word's contextual vectors are averaged over (its first ones in the corpus)
+
+
+def judged_pairs(file: str) -> list[tuple[str, str, float]]:
+    """(word, word, the people's mean score) for each pair of a judgement file: word<TAB>word<TAB>score."""
+    lines = shipped(file).read_text(encoding="utf-8").splitlines()
+    return [(a, b, float(score)) for a, b, score, *_ in (line.split("\t") for line in lines
+                                                          if line.strip() and not line.startswith("#"))]
+
+
+def first_occurrences(wanted: set[str], sentences: list[str], tokenizer: Tokenizer, block_size: int
+                      ) -> dict[str, list[Occurrence]]:
+    """Up to PER_WORD occurrences of each wanted word, case as written, in the first sentences (under 300
+    characters) that hold it; a word the corpus lacks, or never spells in whole tokens, is left out."""
+    where = {word: [] for word in wanted}
+    for i, sentence in enumerate(sentences):
+        for word in set(words(sentence)) & wanted if len(sentence) < 300 else ():
+            if len(where[word]) < PER_WORD:
+                where[word].append(i)
+    found = {}
+    for word, rows in where.items():
+        for i in rows:
+            sentence = Sentence.read(tokenizer, sentences[i], block_size)
+            match = re.search(rf"(?<![^\W\d_]){re.escape(word)}(?![^\W\d_])", sentence.text)
+            tokens = match and sentence.tokens(*match.span())
+            if tokens:
+                found.setdefault(word, []).append(Occurrence(sentence, tokens, word))
+    return found
+
+
+def input_table_vector(model: BERT, tokenizer: Tokenizer, word: str) -> Tensor:
+    """(C,): the mean of the input table's rows for the word's tokens, as the model reads it in a sentence."""
+    ids = torch.tensor(encode_sentence(tokenizer, word), device=model.embeddings.token.weight.device)
+    return model.embeddings.token.weight[ids].mean(0).detach().float().cpu()
+
+
+def spearman(vectors: dict[str, Tensor], pairs: list[tuple[str, str, float]]) -> float:
+    """Spearman's rank correlation between the cosine similarities of the pairs' vectors and the people's
+    scores."""
+    from scipy.stats import spearmanr  # imported here: only this part needs it
+
+    cosines = [F.cosine_similarity(vectors[a].double(), vectors[b].double(), dim=0).item()
+               for a, b, _ in pairs]
+    return float(spearmanr(cosines, [score for _, _, score in pairs]).statistic)
+
+
+def human_similarity(models: dict[str, BERT], word_vectors, sentences: list[str], tokenizer: Tokenizer,
+                     device: torch.device) -> dict[str, dict]:
+    """(d), printed: Spearman's rho of each kind of vector against each set of judgements, with how many
+    pairs the corpus covers and an approximate 95% interval (Fisher's z, standard error 1.03 / sqrt(n - 3),
+    Fieller et al. 1957)."""
+    sets = {name: judged_pairs(file) for name, file in HUMAN_JUDGEMENTS.items()}
+    wanted = {w for pairs in sets.values() for a, b, _ in pairs for w in (a, b)}
+    found = first_occurrences(wanted, sentences, tokenizer, models["trained"].config.block_size)
+    covered = {name: [p for p in pairs if p[0] in found and p[1] in found] for name, pairs in sets.items()}
+    flat = [o for word in found for o in found[word]]
+    spans = np.cumsum([0] + [len(found[word]) for word in found])
+
+    def averaged(model: BERT) -> dict[str, Tensor]:
+        vectors = contextual_vectors(model, flat, device)  # (n, C)
+        return {word: vectors[spans[i] : spans[i + 1]].mean(0) for i, word in enumerate(found)}
+
+    kinds = {"BERT's input table (trained)": {w: input_table_vector(models["trained"], tokenizer, w)
+                                              for w in found},
+             "BERT in context, averaged (trained)": averaged(models["trained"]),
+             "BERT in context, averaged (untrained)": averaged(models["untrained"]),
+             "Word2Vec (static)": {w: torch.from_numpy(word_vectors[w].copy()) for w in found}}
+    print(f"\n(d) Words beside human judgements: Spearman's rho between a model's cosine similarity of two "
+          f"words and the mean score people gave the pair;\na word's contextual vector is averaged over its "
+          f"first {PER_WORD} sentences. Only pairs whose two words the corpus spells in whole tokens are "
+          "scored: "
+          + "; ".join(f"{name} {len(covered[name])} of {len(sets[name])}" for name in sets)
+          + ".\n95% intervals: Fisher's z, standard error 1.03 / sqrt(n - 3).")
+    print(f"{'':<40}" + "".join(f"{name:>26}" for name in sets))
+    result = {"covered": {name: len(covered[name]) for name in sets},
+              "pairs": {name: len(pairs) for name, pairs in sets.items()}}
+    for kind, vectors in kinds.items():
+        cells = {}
+        for name, pairs in covered.items():
+            rho = spearman(vectors, pairs) if len(pairs) > 3 else float("nan")
+            half = 1.96 * 1.03 / math.sqrt(max(len(pairs) - 3, 1))
+            cells[name] = {"rho": rho, "interval": (math.tanh(math.atanh(rho) - half),
+                                                    math.tanh(math.atanh(rho) + half))}
+        result[kind] = cells
+        print(f"  {kind:<38}" + "".join(f"{c['rho']:>8.2f} [{c['interval'][0]:+.2f}, {c['interval'][1]:+.2f}]"
+                                        .rjust(26) for c in cells.values()))
+    return result
+
+
 def main(argv: list[str] | None = None) -> dict:
     cfg = load_config(config, argv)
     device = torch.device(cfg.DEVICE)
@@ -505,6 +602,8 @@ def main(argv: list[str] | None = None) -> dict:
           + ", ".join(w for w, _ in word_vectors.most_similar(word, topn=5)))
 
     senses, pictured, summary = sense_test(models, described, sentences, tokenizer, block_size)
+    similarity = human_similarity({"trained": model, "untrained": untrained}, word_vectors, sentences,
+                                  tokenizer, device)
 
     panels = [[(f"{described[name]}\n'{word}' in {len(occurrences)} sentences: mean {same:.4f}\n"
                 f"floor (different words): {floor:.4f}", matrix, 0)
@@ -525,7 +624,7 @@ def main(argv: list[str] | None = None) -> dict:
             "contexts": [o.sentence.text.strip() for o in occurrences],
             "rows": {name: {"similarity": matrix, "same_word": same, "floor": floor}
                      for name, (matrix, same, floor) in rows.items()},
-            "senses": senses, "summary": summary, "figure": str(png)}
+            "senses": senses, "summary": summary, "similarity": similarity, "figure": str(png)}
 
 
 def sense_test(models: dict[str, Callable[[list[Occurrence]], Tensor]], described: dict[str, str],

@@ -274,13 +274,14 @@ class BERT(nn.Module):
         return model.to(device).eval(), state
 
     @classmethod
-    def from_hf(cls, folder: str | Path) -> "BERT":
+    def from_hf(cls, folder: str | Path, heads: bool = True) -> "BERT":
         """Load a BERT saved in the Hugging Face transformers layout (e.g. Google's released
         bert-base-uncased).
 
         The folder holds config.json and model.safetensors or pytorch_model.bin, as written by
-        BertForPreTraining.save_pretrained. Anything else ends the program with one line saying
-        what is wrong.
+        BertForPreTraining.save_pretrained; with heads=False (fine-tuning, which reads only the encoder and
+        the pooler) BertModel's folder will do too, and the pre-training heads keep their initial weights.
+        Anything else ends the program with one line saying what is wrong.
         """
         folder = Path(folder)
         hf = _read_hf_config(folder)
@@ -296,7 +297,8 @@ class BERT(nn.Module):
         weights = _read_hf_weights(folder)
         with torch.no_grad():
             for name, param in model.named_parameters():  # yields the tied decoder once, as the token table
-                param.copy_(_hf_tensor(weights, name, param.shape, folder))
+                if heads or not name.startswith(("mlm_head.", "nsp_head.")):
+                    param.copy_(_hf_tensor(weights, name, param.shape, folder))
         return model
 
 
@@ -347,8 +349,15 @@ def _read_hf_config(folder: Path) -> dict:
 
 def _read_hf_weights(folder: Path) -> dict[str, Tensor]:
     # Checkpoints converted from TensorFlow name the LayerNorm parameters gamma and beta.
-    return {name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): t
-            for name, t in read_hf_weights(folder, _HF_HINT).items()}
+    renamed = {"LayerNorm.gamma": "LayerNorm.weight", "LayerNorm.beta": "LayerNorm.bias"}
+    weights = {}
+    for name, tensor in read_hf_weights(folder, _HF_HINT).items():
+        for old, new in renamed.items():
+            name = name.replace(old, new)
+        weights[name] = tensor
+    if not any(name.startswith("bert.") for name in weights):  # BertModel's own names lack the prefix
+        weights = {f"bert.{name}": t for name, t in weights.items()}
+    return weights
 
 
 def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder: Path) -> Tensor:

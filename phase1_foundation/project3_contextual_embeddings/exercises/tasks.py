@@ -7,15 +7,19 @@ and the frequencies, over thousands of draws, within a margin a correct version 
 a million. `uv run learn list` shows the tasks.
 """
 
+import copy
+
 import numpy as np
 import torch
 
 from common.learn_check import Mistake, Task
+from phase1_foundation.project3_contextual_embeddings.model import BERT, BertConfig
 
 CHAPTER = "phase1_foundation/project3_contextual_embeddings"
 TESTS = CHAPTER + "/tests/"
 MODEL = CHAPTER + "/model.py"
 DATA = CHAPTER + "/pretraining_data.py"
+FINETUNE = CHAPTER + "/finetune.py"
 SMALL = dict(vocab_size=50, block_size=16, n_layer=1, n_head=4, n_embd=32, dropout=0.0)
 
 
@@ -384,6 +388,48 @@ def check_nsp_pairs(course, yours, case):
                "two calls drew the same A's; draw each batch anew from self.generator")
 
 
+# ---- fine-tuning -----------------------------------------------------------------------------------------
+
+
+def check_classifier(course, yours, case):
+    cls_id, sep_id = 2, 3
+    inputs = [  # (what, a, b, max_tokens)
+        ("one sentence", [10, 11, 12], None, 16),
+        ("a pair", [10, 11, 12], [20, 21], 16),
+        ("a pair cut to fit, the longer text first", [10, 11, 12, 13, 14, 15], [20, 21], 8),
+        ("a pair cut to fit, both texts", [10, 11, 12, 13], [20, 21, 22, 23, 24], 7),
+        ("one sentence cut to fit", [10, 11, 12, 13, 14], None, 4),
+        ("an empty second text", [10, 11], [], 8),
+    ]
+    for what, a, b, max_tokens in inputs:
+        with case(f"pair_input: {what}", given=f"a = {a}, b = {b}, max_tokens = {max_tokens}, [CLS] = 2, "
+                  "[SEP] = 3") as c:
+            mine = yours.pair_input(list(a), None if b is None else list(b), max_tokens, cls_id, sep_id)
+            ref = course.pair_input(list(a), None if b is None else list(b), max_tokens, cls_id, sep_id)
+            c.equal(list(mine[0]), ref[0], "the token ids")
+            c.equal(list(mine[1]), ref[1], "the segment ids")
+    bert = BERT(BertConfig(**SMALL))  # the course's model: the task is what is built on it
+    for what, dropout, lengths in (("3 labels, padded batch", 0.0, [7, 4, 1]),
+                                   ("2 labels, no padding, T = 1", 0.0, [1, 1]),
+                                   ("eval mode with classifier dropout 0.1", 0.1, [5, 3])):
+        T, B = max(lengths), len(lengths)
+        with case(f"BertClassifier: {what}", given=f"a 1-layer BERT, {B} rows of real lengths {lengths}, "
+                  "segment ids 0 then 1") as c:
+            K = 2 if T == 1 else 3
+            ref = course.BertClassifier(bert, K, dropout).eval()
+            mine = yours.BertClassifier(copy.deepcopy(bert), K, dropout).eval()
+            mine.load_state_dict(ref.state_dict())
+            ids = torch.randint(5, 50, (B, T))
+            real = (torch.arange(T) < torch.tensor(lengths)[:, None]).long()  # (B, T)
+            segments = (torch.arange(T) >= T // 2).long().expand(B, T) * real
+            c.close(mine(ids, segments, real), ref(ids, segments, real), "the label scores")
+    for what, B, K in (("batch of 6, 3 labels", 6, 3), ("batch of 1, 2 labels", 1, 2)):
+        with case(f"classifier_loss: {what}", given=f"logits = 3 * torch.randn({B}, {K}), labels random"
+                  ) as c:
+            logits, labels = 3 * torch.randn(B, K), torch.randint(0, K, (B,))
+            c.close(yours.classifier_loss(logits, labels), course.classifier_loss(logits, labels), "the loss")
+
+
 TASKS = [
     Task(
         id="3.attention",
@@ -601,6 +647,45 @@ TASKS = [
                     (("np.searchsorted(off, off[b_start] + target - (a[:, 1] - a[:, 0])).clip(b_start + 1, "
                       "last)", "b_start + 1"),)),
             Mistake("a chunk of one sentence allowed", ((".clip(start + 2,", ".clip(start + 1,"),)),
+        ),
+    ),
+    Task(
+        id="3.classifier",
+        title="fine-tuning: [CLS] A [SEP] B [SEP], the pooled [CLS] state, a new layer, the loss",
+        file=FINETUNE,
+        functions=("pair_input", "BertClassifier.forward", "classifier_loss"),
+        difficulty=2,
+        asks="pair_input: the ids [CLS] a [SEP] (segment 0), then b [SEP] (segment 1) when b is not\n"
+             "None; while a and b are longer than what max_tokens leaves after the specials, drop the last\n"
+             "token of the longer (of a on a tie). BertClassifier.forward: label scores (B, K) from the\n"
+             "final state at [CLS] through self.bert.pooler, dropout, then self.classifier.\n"
+             "classifier_loss: the mean cross-entropy of the labels under the scores.",
+        hints=(
+            "pair_input returns two lists of the same length. A pair needs three specials, one sentence two: "
+            "the room for tokens is max_tokens - 3 or max_tokens - 2. Work on copies of a and b.",
+            "forward: self.bert.hidden_states(input_ids, segment_ids, attention_mask) gives (B, T, C); [CLS] "
+            "is position 0 of every row, however long the row is. The pooler (dense + tanh) is BERT's own.",
+            "F.cross_entropy takes the raw scores: it applies log_softmax itself, so a softmax before it "
+            "squashes the loss. Do the loss in float32 (logits.float()) for a bf16 autocast.",
+        ),
+        check=check_classifier,
+        tests=(TESTS + "test_finetune.py::test_pairs_read_as_cls_a_sep_b_sep_with_segments",
+               TESTS + "test_finetune.py::test_the_classifier_reads_the_pooled_cls_state"),
+        mistakes=(
+            Mistake("the last token pooled instead of [CLS]", (("self.bert.pooler(h[:, 0])",
+                                                               "self.bert.pooler(h[:, -1])"),)),
+            Mistake("softmax applied before cross_entropy", (("F.cross_entropy(logits.float(), labels)",
+                                                             "F.cross_entropy(logits.float().softmax(-1), "
+                                                             "labels)"),)),
+            Mistake("segment ids left at 0 for sentence B",
+                    (("segments + [1] * (len(b_kept) + 1)", "segments + [0] * (len(b_kept) + 1)"),)),
+            Mistake("the [CLS] state without the pooler",
+                    (("pooled = self.bert.pooler(h[:, 0])", "pooled = h[:, 0]"),)),
+            Mistake("dropout applied in eval mode too",
+                    (("self.classifier(self.dropout(pooled))",
+                      "self.classifier(F.dropout(pooled, self.dropout.p))"),)),
+            Mistake("a long pair cut from the first text only",
+                    (("(a if len(a) >= len(b_kept) else b_kept).pop()", "(a if a else b_kept).pop()"),)),
         ),
     ),
 ]

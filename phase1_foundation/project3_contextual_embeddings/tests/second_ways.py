@@ -100,4 +100,27 @@ def _draw_pairs(self):
         labels.append(0)
     return np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), np.array(labels, dtype=np.int64)
 '''},
+    "3.classifier": {
+        "pair_input": '''
+def pair_input(a, b, max_tokens, cls_id, sep_id):
+    texts = [list(a)] + ([] if b is None else [list(b)])
+    while sum(map(len, texts)) > max_tokens - 1 - len(texts):  # [CLS] and one [SEP] per text
+        longest = max(range(len(texts)), key=lambda i: (len(texts[i]), -i))  # a on a tie
+        texts[longest] = texts[longest][:-1]
+    ids, segments = [cls_id], [0]
+    for segment, text in enumerate(texts):
+        ids += text + [sep_id]
+        segments += [segment] * (len(text) + 1)
+    return ids, segments
+''',
+        "BertClassifier.forward": '''
+def forward(self, input_ids, segment_ids, attention_mask):
+    first = self.bert.hidden_states(input_ids, segment_ids, attention_mask)[:, :1].squeeze(1)  # (B, C)
+    return self.classifier(self.dropout(torch.tanh(self.bert.pooler.dense(first))))
+''',
+        "classifier_loss": '''
+def classifier_loss(logits, labels):
+    log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B, K)
+    return -log_probs.gather(1, labels[:, None]).mean()
+'''},
 }
