@@ -231,15 +231,17 @@ def splits(task: Task, cfg: SimpleNamespace) -> tuple[list[Example], list[tuple[
 
 
 def one_run(encoder: BERT, start: str, seed: int, data: dict, split: tuple, n_labels: int,
-            cfg: SimpleNamespace, device: torch.device, interrupt: GracefulInterrupt, bar) -> dict:
+            cfg: SimpleNamespace, device: torch.device, interrupt: GracefulInterrupt, bar,
+            train_encoder: bool) -> dict:
     """Fine-tune once per learning rate of the grid, from the same weights and batches; keep the test
-    predictions of the one best on the dev rows (the first of equals)."""
+    predictions of the one best on the dev rows (the first of equals). train_encoder=False trains the new
+    layer alone (exercise 7)."""
     train, dev, test = split
     best = None
     for lr in cfg.FT_LEARNING_RATES:
         seed_everything(seed)
         bert = copy.deepcopy(encoder) if start == "pretrained" else BERT(encoder.config)
-        model = BertClassifier(bert, n_labels, cfg.FT_DROPOUT).to(device)
+        model = BertClassifier(bert.requires_grad_(train_encoder), n_labels, cfg.FT_DROPOUT).to(device)
         finetune(model, data, train, lr, cfg, device, seed, interrupt)
         dev_accuracy = accuracy(predict(model, data, dev, device), data, dev)
         if best is None or dev_accuracy > best["dev_accuracy"]:
@@ -264,14 +266,15 @@ def load_encoder(cfg: SimpleNamespace, device: torch.device) -> tuple[BERT, Toke
     """The BERT to fine-tune, its tokenizer, and what it is: our checkpoint, or released weights."""
     if cfg.HF_DIR:
         encoder = BERT.from_hf(cfg.HF_DIR, heads=False)  # fine-tuning needs no pre-training head
-        print(f"loaded {cfg.HF_DIR}")
+        print(f"loaded {cfg.HF_DIR}; for BERT-base the paper's recipe is --FT_LEARNING_RATES=5e-5,4e-5,3e-5,"
+              f"2e-5 --FT_EPOCHS=3 (now: {cfg.FT_LEARNING_RATES}, {cfg.FT_EPOCHS} epochs)")
         return encoder.to(device), load_tokenizer(Path(cfg.HF_DIR)), Path(cfg.HF_DIR).name
     encoder, state = BERT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
     return encoder, checkpoint_tokenizer(state, load_tokenizer), f"step {state['step']:,}"
 
 
 def run_all(encoder: BERT, data: dict, parts: list, n_labels: int, cfg: SimpleNamespace,
-            device: torch.device, runs: dict, save) -> dict:
+            device: torch.device, runs: dict, save, train_encoder: bool) -> dict:
     """Every (start, seed, split) run not yet in `runs`, each saved as soon as it is done."""
     todo = [f"{start} seed {seed} split {i}" for seed in cfg.FT_SEEDS for start in cfg.FT_FROM
             for i in range(len(parts))]
@@ -285,7 +288,7 @@ def run_all(encoder: BERT, data: dict, parts: list, n_labels: int, cfg: SimpleNa
             start, _, seed, _, i = key.split()
             try:
                 runs[key] = one_run(encoder, start, int(seed), data, parts[int(i)], n_labels, cfg, device,
-                                    interrupt, bar)
+                                    interrupt, bar, train_encoder)
             except Stopped:
                 bar.close()
                 interrupt.exit_saved(save(runs), SCRIPT)
@@ -322,7 +325,9 @@ def compare(examples: list[Example], data: dict, parts: list, runs: dict, labels
     return out
 
 
-def report(task: Task, data: dict, parts: list, results: dict, described: str, cfg: SimpleNamespace) -> None:
+def report(task: Task, data: dict, parts: list, results: dict, described: str, cfg: SimpleNamespace,
+           trained: str) -> None:
+    """The table; `trained` says which weights learned ("every weight", or "the new layer only")."""
     n = sum(len(test) for _, _, test in parts)
     counts = Counter(data["labels"][torch.cat([test for _, _, test in parts])].tolist())
     how = (f"{cfg.FT_FOLDS}-fold cross-validation, every example tested once" if task.test is None else
@@ -335,6 +340,7 @@ def report(task: Task, data: dict, parts: list, results: dict, described: str, c
     print(f"{'':<40}{'accuracy':>9}   {seeds:<30}{'95% interval':>16}")
     names = {"commoner label": "commoner label (no model)", "naive Bayes": "naive Bayes, bag of words",
              "scratch": "BERT from random weights", "pretrained": f"BERT pre-trained ({described})"}
+    print(f"fine-tuned models: {trained} trained")
     for key in ("commoner label", "naive Bayes", "scratch", "pretrained"):
         if key in results:
             r = results[key]
@@ -351,7 +357,9 @@ def report(task: Task, data: dict, parts: list, results: dict, described: str, c
         print(f"learning rate chosen on dev, {start}: {chosen}")
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None, train_encoder: bool = True) -> dict:
+    """The comparison, printed and saved; train_encoder=False keeps BERT as it is and trains only the new
+    layer (exercise 7)."""
     cfg = load_config(config, argv)
     if not cfg.FT_FROM or not set(cfg.FT_FROM) <= {"pretrained", "scratch"}:
         raise SystemExit(f"error: --FT_FROM takes pretrained, scratch or both, got {','.join(cfg.FT_FROM)!r}")
@@ -366,8 +374,9 @@ def main(argv: list[str] | None = None) -> dict:
           "rates "
           f"per start ({', '.join(cfg.FT_FROM)})")
 
-    path = Path(cfg.OUT_DIR) / f"finetune_{task.name}.json"
+    path = Path(cfg.OUT_DIR) / f"finetune_{task.name}{'' if train_encoder else '_frozen'}.json"
     settings = json.loads(json.dumps({"task": task.name, "model": described, "SEED": cfg.SEED,
+                                      "train_encoder": train_encoder,
                                       **{k: v for k, v in vars(cfg).items() if k.startswith("FT_")}}))
     runs = resumed(path, settings) if cfg.RESUME else {}
 
@@ -375,9 +384,10 @@ def main(argv: list[str] | None = None) -> dict:
         write_atomic(path, json.dumps({"settings": settings, "runs": done, **more}, indent=1).encode())
         return path
 
-    runs = run_all(encoder, data, parts, len(task.labels), cfg, device, runs, save)
+    runs = run_all(encoder, data, parts, len(task.labels), cfg, device, runs, save, train_encoder)
     results = compare(examples, data, parts, runs, task.labels, cfg)
-    report(task, data, parts, results, described, cfg)
+    report(task, data, parts, results, described, cfg,
+           "every weight" if train_encoder else "the new layer only")
     print(f"results: {portable(save(runs, results=results))}")
     return results
 

@@ -20,6 +20,7 @@ from phase1_foundation.project3_contextual_embeddings.exercises import (
     ex4_no_nsp,
     ex5_padding_mask,
     ex6_learned_vs_rotary,
+    ex7_frozen_encoder,
 )
 from phase1_foundation.project3_contextual_embeddings.pretraining_data import KINDS, N_SPECIAL
 
@@ -168,3 +169,13 @@ def test_ex6_figure_has_the_neighbour_attention_panel(tmp_path, capsys):
     assert "spread evenly it would be 0.0100" in rows[1]
     # step, then the largest over the layers: learned prev, learned next, rotary prev, rotary next
     assert rows[-1].split() == ["300", "0.0100", "0.0120", "0.4100", "0.0120"]
+
+
+def test_ex7_trains_a_model_first_then_only_the_new_layer(tiny, tmp_path, no_chapter_checkpoint, capsys):
+    results = ex7_frozen_encoder.main([*tiny, f"--OUT_DIR={tmp_path}", "--FT_SEEDS=1", "--FT_FOLDS=2",
+                                       "--FT_LEARNING_RATES=1e-3", "--FT_EPOCHS=1"])
+    printed = capsys.readouterr().out
+    assert "no checkpoint" in printed and "the new layer only trained" in printed
+    assert "What the course measured" in printed
+    assert {"pretrained", "scratch", "naive Bayes"} <= set(results)
+    assert (tmp_path / "finetune_polarity_frozen.json").exists()

@@ -47,6 +47,30 @@ def test_the_classifier_reads_the_pooled_cls_state():
     assert not torch.allclose(model(ids, segments, real), expected)
 
 
+def test_a_frozen_encoder_leaves_bert_as_it_was(monkeypatch):
+    torch.manual_seed(0)
+    encoder = BERT(BertConfig(vocab_size=60, block_size=16, n_layer=1, n_head=2, n_embd=16, dropout=0.0))
+    data = {"input_ids": torch.randint(5, 60, (8, 6)), "segment_ids": torch.zeros(8, 6, dtype=torch.long),
+            "attention_mask": torch.ones(8, 6, dtype=torch.long), "labels": torch.tensor([0, 1] * 4)}
+    cfg = finetune.load_config(finetune.config, ["--FT_LEARNING_RATES=1e-2", "--FT_EPOCHS=2",
+                                                 "--FT_BATCH_SIZE=4"])
+    captured = []
+    monkeypatch.setattr(finetune, "predict",
+                        lambda model, *args: captured.append(model) or [0] * len(args[1]))
+    split = (torch.arange(4), torch.arange(4, 6), torch.arange(6, 8))
+    for train_encoder in (False, True):
+        finetune.one_run(encoder, "pretrained", 1, data, split, 2, cfg, torch.device("cpu"),
+                         finetune.GracefulInterrupt(), SimpleBar(), train_encoder)
+        model = captured[-1]
+        same = [torch.equal(p, q) for p, q in zip(model.bert.parameters(), encoder.parameters(), strict=True)]
+        assert all(same) if not train_encoder else not all(same)
+
+
+class SimpleBar:
+    def update(self):
+        pass
+
+
 def test_softmax_is_not_applied_twice():
     logits, labels = torch.tensor([[2.0, 0.0], [0.0, 3.0]]), torch.tensor([0, 1])
     expected = -(torch.log_softmax(logits, -1)[[0, 1], [0, 1]]).mean()
@@ -107,6 +131,15 @@ def test_a_task_file_of_pairs_is_read_and_scored(trained, tmp_path):
     results = finetune.main([*trained, *QUICK, f"--TASK_FILE={tmp_path / 'pairs.tsv'}", "--FT_SEEDS=1"])
     assert results["naive Bayes"]["accuracy"] == 1.0  # the words give the label away
     assert (trained_dir(trained) / "finetune_pairs.json").exists()
+
+
+def test_fine_tuning_learns_a_label_that_one_word_gives_away(trained, tmp_path):
+    """A control: where a word decides the label, the classifier must find it, from random weights too."""
+    rows = [f"{'a good' if i % 2 else 'a bad'} day number {i}\t{'yes' if i % 2 else 'no'}" for i in range(40)]
+    (tmp_path / "word.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    results = finetune.main([*trained, f"--TASK_FILE={tmp_path / 'word.tsv'}", "--FT_SEEDS=1", "--FT_FOLDS=2",
+                             "--FT_LEARNING_RATES=1e-3", "--FT_EPOCHS=30", "--FT_BATCH_SIZE=8"])
+    assert results["scratch"]["accuracy"] > 0.9 and results["pretrained"]["accuracy"] > 0.9
 
 
 @pytest.mark.parametrize("text, message", [

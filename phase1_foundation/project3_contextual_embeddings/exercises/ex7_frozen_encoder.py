@@ -1,0 +1,47 @@
+"""Exercise 7: freeze the encoder. How much of what fine-tuning reaches is the encoder's own change?
+
+finetune.py trains every weight, as BERT does (§4). Here BERT, its pooler included, stays as pre-training left
+it, and only the new layer on the pooled [CLS] state learns: the same sentences, folds, seeds and recipe as
+finetune.py's default run, but learning rates ten times larger (one layer on fixed features takes larger
+steps than a whole network), done for the pre-trained model and for the same architecture from random weights
+(a random encoder's features). BERT §5.3 measured the same question on NER with a frozen BERT-base, which
+came within 0.3 F1 of fine-tuning when its last four layers were concatenated.
+
+    uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex7_frozen_encoder.py
+
+It uses the model train.py saved (the newest checkpoint in checkpoints/project3, or --CHECKPOINT=...) and
+trains one first if there is none (the cpu preset: minutes). It prints the same table as finetune.py, for the
+frozen encoders. After the run's numbers the script prints what the course has measured.
+
+Predict before you run it: frozen, will the pre-trained encoder score above, at, or below finetune.py's
+fine-tuned pre-trained model? Above or below naive Bayes? And will the random encoder's features score at
+chance?
+"""
+
+from common.config import load_config
+from common.exercises import print_measured
+from phase1_foundation.project3_contextual_embeddings import config, finetune
+from phase1_foundation.project3_contextual_embeddings.exercises import find_or_train, parse_args
+
+# One layer on fixed features takes larger steps than a whole network: the grid moves up by 10x (yours wins).
+PROBE = ("--FT_LEARNING_RATES=1e-2,3e-3,1e-3",)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    out_dir, settings = parse_args(argv, "ex7_frozen_encoder")
+    cfg = load_config(config, settings)
+    checkpoint = find_or_train(cfg, settings, out_dir)
+    results = finetune.main([*PROBE, *settings, f"--CHECKPOINT={checkpoint}", f"--OUT_DIR={out_dir}"],
+                            train_encoder=False)
+    print_measured(WHAT_WE_MEASURED)
+    return results
+
+
+# The answer, kept at the end of the file: read it after your run.
+WHAT_WE_MEASURED = """
+TO BE MEASURED
+"""
+
+
+if __name__ == "__main__":
+    main()
