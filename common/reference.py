@@ -39,7 +39,7 @@ from common.metrics import save_summary
 # differs from the preset makes the run one that no reference was measured for.
 NEUTRAL = {"DEVICE", "PRESET", "OUT_DIR", "RESUME", "DATA_DIR", "KEEP_CHECKPOINTS", "CHECKPOINT", "HF_DIR",
            "DRY_RUN", "ONLY", "PROMPT", "SAMPLE_TOKENS", "TEMPERATURE", "TOP_K", "TOP_P", "STOP", "USE_CACHE",
-           "TEXT", "WORD", "CONTEXTS", "RESAMPLES", "DATA"}
+           "TEXT", "WORD", "CONTEXTS", "RESAMPLES", "DATA", "TASK", "TASK_FILE"}
 NEUTRAL_PREFIXES = ("FT_", "ZS_", "EM_", "PLAN_")
 DIGITS = 3  # losses are printed, and compared, to this many decimals
 MIN_BAND = 0.005  # the narrowest band stated, however close the alternatives measured came

@@ -24,6 +24,10 @@ Word2Vec (Mikolov et al. 2013) trained here on the same sentences, which has one
     occurrence (leave-one-out 1-nearest-neighbour) is in its own group more often than chance. Run again with
     the word that decided the group shown as [MASK], and with the token after the word as [MASK] too, the
     test asks how much of what tells the groups apart is the words right next to it.
+(d) Words beside human judgements: Spearman's rho between each model's cosine similarities of word pairs and
+    the scores people gave them in WordSim-353 and SimLex-999 (shipped with gensim), over the pairs whose
+    two words the corpus holds, for BERT's input table, its contextual vectors averaged over sentences
+    (trained and untrained) and Word2Vec.
 
 The figure embeddings.png shows 1 - cosine (0: the same vector) between WORD's occurrences, and between those
 of the first word of (c) sorted by group, on one colour scale for all three models, with each model's floor
