@@ -471,6 +471,7 @@ def sample(groups: SenseGroups, per_group: int) -> list[int]:
 # every model.
 HUMAN_JUDGEMENTS = {"WordSim-353": "wordsim353.tsv", "SimLex-999": "simlex999.txt"}
 PER_WORD = 10  # sentences a word's contextual vectors are averaged over (its first ones in the corpus)
+MAX_SENTENCE_CHARS = 300  # longer sentences are passed over, as in (b)
 
 
 def judged_pairs(file: str) -> list[tuple[str, str, float]]:
@@ -486,7 +487,9 @@ def first_occurrences(wanted: set[str], sentences: list[str], tokenizer: Tokeniz
     characters) that hold it; a word the corpus lacks, or never spells in whole tokens, is left out."""
     where = {word: [] for word in wanted}
     for i, sentence in enumerate(sentences):
-        for word in set(words(sentence)) & wanted if len(sentence) < 300 else ():
+        if len(sentence) >= MAX_SENTENCE_CHARS:
+            continue
+        for word in set(words(sentence)) & wanted:
             if len(where[word]) < PER_WORD:
                 where[word].append(i)
     found = {}
@@ -551,8 +554,8 @@ def human_similarity(models: dict[str, BERT], word_vectors, sentences: list[str]
         for name, pairs in covered.items():
             rho = spearman(vectors, pairs) if len(pairs) > 3 else float("nan")
             half = 1.96 * 1.03 / math.sqrt(max(len(pairs) - 3, 1))
-            cells[name] = {"rho": rho, "interval": (math.tanh(math.atanh(rho) - half),
-                                                    math.tanh(math.atanh(rho) + half))}
+            z = math.atanh(max(-0.999999, min(0.999999, rho)))  # rho = +-1 has no finite z
+            cells[name] = {"rho": rho, "interval": (math.tanh(z - half), math.tanh(z + half))}
         result[kind] = cells
         print(f"  {kind:<38}" + "".join(f"{c['rho']:>8.2f} [{c['interval'][0]:+.2f}, {c['interval'][1]:+.2f}]"
                                         .rjust(26) for c in cells.values()))

@@ -1,6 +1,6 @@
 """Fine-tune BERT on a task people labelled (BERT §4, §A.3), and measure what pre-training gave it.
 
-    # the newest checkpoint of train.py, on 200 movie-review sentences (offline; about 2 minutes on a CPU)
+    # the newest checkpoint of train.py, on 200 movie-review sentences (offline; a minute or two on a CPU)
     uv run python phase1_foundation/project3_contextual_embeddings/finetune.py
     # SST-2's sentences or MRPC's sentence pairs (downloaded once, pinned by sha256)
     uv run python phase1_foundation/project3_contextual_embeddings/finetune.py --TASK=mrpc
@@ -27,6 +27,7 @@ current step, and --RESUME=latest (with the same settings) carries on from the r
 """
 
 import copy
+import hashlib
 import json
 import math
 import re
@@ -39,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from common.checkpoint import checkpoint_tokenizer
+from common.checkpoint import checkpoint_tokenizer, find_checkpoint
 from common.config import load_config, portable
 from common.device import autocast, describe, seed_everything
 from common.interrupt import GracefulInterrupt
@@ -49,7 +50,7 @@ from common.tokenizers import Tokenizer, write_atomic
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import encode_sentence
 from phase1_foundation.project3_contextual_embeddings.finetune_data import Example, Task, load_task
-from phase1_foundation.project3_contextual_embeddings.model import BERT
+from phase1_foundation.project3_contextual_embeddings.model import BERT, PREFIX
 from phase1_foundation.project3_contextual_embeddings.tokenizer import load_tokenizer
 
 SCRIPT = "phase1_foundation/project3_contextual_embeddings/finetune.py"
@@ -85,12 +86,12 @@ def classifier_loss(logits: Tensor, labels: Tensor) -> Tensor:
 def pair_input(a: list[int], b: list[int] | None, max_tokens: int, cls_id: int, sep_id: int
                ) -> tuple[list[int], list[int]]:
     """Token ids and segment ids of `[CLS] a [SEP]` (segment 0), then `b [SEP]` (segment 1) for a pair
-    (§3, Fig. 2). Too long, the longer text loses its last token until it fits (google-research/bert's
-    _truncate_seq_pair), so a pair keeps something of both."""
+    (§3, Fig. 2). Too long, the longer text loses its last token, b on a tie, until it fits
+    (google-research/bert's _truncate_seq_pair), so a pair keeps something of both."""
     a, b_kept = list(a), list(b or [])
     room = max_tokens - (2 if b is None else 3)  # the special tokens always stay
     while len(a) + len(b_kept) > room:
-        (a if len(a) >= len(b_kept) else b_kept).pop()
+        (a if len(a) > len(b_kept) else b_kept).pop()
     ids, segments = [cls_id, *a, sep_id], [0] * (len(a) + 2)
     if b is not None:
         ids, segments = ids + [*b_kept, sep_id], segments + [1] * (len(b_kept) + 1)
@@ -155,20 +156,23 @@ def finetune(model: BertClassifier, data: dict, rows: Tensor, lr: float, cfg: Si
 
 
 @torch.no_grad()
-def predict(model: BertClassifier, data: dict, rows: Tensor, device: torch.device, batch_size: int = 64
-            ) -> list[int]:
+def label_scores(model: BertClassifier, data: dict, rows: Tensor, device: torch.device, batch_size: int = 64
+                 ) -> Tensor:
+    """The model's label scores (N, K) for the examples `rows`, in eval mode, on the CPU."""
     model.eval()
-    chosen = []
+    scores = []
     for start in range(0, len(rows), batch_size):
         batch = batch_of(data, rows[start : start + batch_size], device)
         with autocast(device):
-            logits = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"])
-        chosen += logits.argmax(-1).tolist()
-    return chosen
+            logits = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"])  # (B, K)
+        scores.append(logits.float().cpu())
+    return torch.cat(scores)  # (N, K)
 
 
-def accuracy(chosen: list[int], data: dict, rows: Tensor) -> float:
-    return float((torch.tensor(chosen) == data["labels"][rows]).float().mean())
+def on_dev(scores: Tensor, labels: Tensor) -> tuple[float, float]:
+    """(accuracy, -loss) of scores (N, K) on labels (N,): higher is better, the loss breaking ties of
+    accuracy, which a few dozen dev examples often give."""
+    return (scores.argmax(-1) == labels).float().mean().item(), -classifier_loss(scores, labels).item()
 
 
 # --- no model: the commoner label, naive Bayes --------------------------------------------------------------
@@ -220,21 +224,23 @@ def splits(task: Task, cfg: SimpleNamespace) -> tuple[list[Example], list[tuple[
         rests = [torch.cat([f for j, f in enumerate(folds) if j != i]) for i in range(cfg.FT_FOLDS)]
         parts = [(rest[torch.randperm(len(rest), generator=generator)], fold)
                  for rest, fold in zip(rests, folds, strict=True)]
-    else:
-        order = torch.randperm(n_train, generator=generator)[: cfg.FT_TRAIN_EXAMPLES or n_train]
-        parts = [(order, torch.arange(n_train, n_train + len(task.test)))]
+        examples = task.train
+    else:  # only the training examples taken are kept (and encoded): SST-2 has 67,349
+        taken = torch.randperm(n_train, generator=generator)[: cfg.FT_TRAIN_EXAMPLES or n_train]
+        examples = [task.train[i] for i in taken] + task.test
+        parts = [(torch.arange(len(taken)), torch.arange(len(taken), len(examples)))]
     result = []
     for rest, test in parts:
         dev = max(1, round(cfg.FT_DEV_FRACTION * len(rest)))
         result.append((rest[:-dev], rest[-dev:], test))
-    return task.train + (task.test or []), result
+    return examples, result
 
 
 def one_run(encoder: BERT, start: str, seed: int, data: dict, split: tuple, n_labels: int,
             cfg: SimpleNamespace, device: torch.device, interrupt: GracefulInterrupt, bar,
             train_encoder: bool) -> dict:
     """Fine-tune once per learning rate of the grid, from the same weights and batches; keep the test
-    predictions of the one best on the dev rows (the first of equals). train_encoder=False trains the new
+    predictions of the one best on the dev rows (accuracy, then loss). train_encoder=False trains the new
     layer alone (exercise 7)."""
     train, dev, test = split
     best = None
@@ -243,9 +249,10 @@ def one_run(encoder: BERT, start: str, seed: int, data: dict, split: tuple, n_la
         bert = copy.deepcopy(encoder) if start == "pretrained" else BERT(encoder.config)
         model = BertClassifier(bert.requires_grad_(train_encoder), n_labels, cfg.FT_DROPOUT).to(device)
         finetune(model, data, train, lr, cfg, device, seed, interrupt)
-        dev_accuracy = accuracy(predict(model, data, dev, device), data, dev)
-        if best is None or dev_accuracy > best["dev_accuracy"]:
-            best = {"lr": lr, "dev_accuracy": dev_accuracy, "chosen": predict(model, data, test, device)}
+        dev_score = on_dev(label_scores(model, data, dev, device), data["labels"][dev])
+        if best is None or dev_score > tuple(best["dev"]):
+            best = {"lr": lr, "dev": dev_score,
+                    "chosen": label_scores(model, data, test, device).argmax(-1).tolist()}
         bar.update()
     return best
 
@@ -262,15 +269,18 @@ def interval(values: np.ndarray) -> tuple[float, float]:
     return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
 
 
-def load_encoder(cfg: SimpleNamespace, device: torch.device) -> tuple[BERT, Tokenizer, str]:
-    """The BERT to fine-tune, its tokenizer, and what it is: our checkpoint, or released weights."""
+def load_encoder(cfg: SimpleNamespace, device: torch.device) -> tuple[BERT, Tokenizer, str, str]:
+    """The BERT to fine-tune, its tokenizer, how much it was trained, and where it came from: our checkpoint,
+    or released weights."""
     if cfg.HF_DIR:
         encoder = BERT.from_hf(cfg.HF_DIR, heads=False)  # fine-tuning needs no pre-training head
         print(f"loaded {cfg.HF_DIR}; for BERT-base the paper's recipe is --FT_LEARNING_RATES=5e-5,4e-5,3e-5,"
               f"2e-5 --FT_EPOCHS=3 (now: {cfg.FT_LEARNING_RATES}, {cfg.FT_EPOCHS} epochs)")
-        return encoder.to(device), load_tokenizer(Path(cfg.HF_DIR)), Path(cfg.HF_DIR).name
-    encoder, state = BERT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
-    return encoder, checkpoint_tokenizer(state, load_tokenizer), f"step {state['step']:,}"
+        folder = Path(cfg.HF_DIR)
+        return encoder.to(device), load_tokenizer(folder), folder.name, portable(folder)
+    path = find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)
+    encoder, state = BERT.from_checkpoint(path, device=device)
+    return encoder, checkpoint_tokenizer(state, load_tokenizer), f"step {state['step']:,}", portable(path)
 
 
 def run_all(encoder: BERT, data: dict, parts: list, n_labels: int, cfg: SimpleNamespace,
@@ -337,10 +347,9 @@ def report(task: Task, data: dict, parts: list, results: dict, described: str, c
           + f"\n95% intervals: {RESAMPLES:,} bootstrap resamples of the held-out examples (every resample "
             "gives an accuracy)")
     seeds = f"{len(cfg.FT_SEEDS)} seeds: lowest .. highest"
-    print(f"{'':<40}{'accuracy':>9}   {seeds:<30}{'95% interval':>16}")
+    print(f"fine-tuned models: {trained} trained\n{'':<40}{'accuracy':>9}   {seeds:<30}{'95% interval':>16}")
     names = {"commoner label": "commoner label (no model)", "naive Bayes": "naive Bayes, bag of words",
              "scratch": "BERT from random weights", "pretrained": f"BERT pre-trained ({described})"}
-    print(f"fine-tuned models: {trained} trained")
     for key in ("commoner label", "naive Bayes", "scratch", "pretrained"):
         if key in results:
             r = results[key]
@@ -357,25 +366,36 @@ def report(task: Task, data: dict, parts: list, results: dict, described: str, c
         print(f"learning rate chosen on dev, {start}: {chosen}")
 
 
+def check_settings(cfg: SimpleNamespace) -> None:
+    """One line for each fine-tuning setting that cannot work, before anything is loaded."""
+    if not cfg.FT_FROM or not set(cfg.FT_FROM) <= {"pretrained", "scratch"}:
+        raise SystemExit(f"error: --FT_FROM takes pretrained, scratch or both, got {','.join(cfg.FT_FROM)!r}")
+    if not cfg.FT_SEEDS or not cfg.FT_LEARNING_RATES:
+        raise SystemExit("error: --FT_SEEDS and --FT_LEARNING_RATES each need a value at least, like "
+                         "--FT_SEEDS=1337 --FT_LEARNING_RATES=1e-3")
+    if cfg.FT_FOLDS < 2 or not 0 < cfg.FT_DEV_FRACTION < 1:
+        raise SystemExit(f"error: --FT_FOLDS needs 2 or more (got {cfg.FT_FOLDS}) and --FT_DEV_FRACTION a "
+                         f"share between 0 and 1 (got {cfg.FT_DEV_FRACTION})")
+
+
 def main(argv: list[str] | None = None, train_encoder: bool = True) -> dict:
     """The comparison, printed and saved; train_encoder=False keeps BERT as it is and trains only the new
     layer (exercise 7)."""
     cfg = load_config(config, argv)
-    if not cfg.FT_FROM or not set(cfg.FT_FROM) <= {"pretrained", "scratch"}:
-        raise SystemExit(f"error: --FT_FROM takes pretrained, scratch or both, got {','.join(cfg.FT_FROM)!r}")
+    check_settings(cfg)
     device = torch.device(cfg.DEVICE)
     print(f"device: {describe(device)}")
     task = load_task(cfg.TASK, cfg.TASK_FILE, Path(cfg.DATA_DIR) / "downloads", cfg.FT_FOLDS)
-    encoder, tokenizer, described = load_encoder(cfg, device)
+    encoder, tokenizer, described, source = load_encoder(cfg, device)
     examples, parts = splits(task, cfg)
     data = encode(examples, tokenizer, task.labels, min(cfg.FT_MAX_TOKENS, encoder.config.block_size))
     print(f"task {task.name}: {len(examples):,} examples, labels {', '.join(task.labels)}; "
           f"{len(cfg.FT_SEEDS)} seed(s) x {len(parts)} split(s) x {len(cfg.FT_LEARNING_RATES)} learning "
-          "rates "
-          f"per start ({', '.join(cfg.FT_FROM)})")
+          f"rates per start ({', '.join(cfg.FT_FROM)})")
 
     path = Path(cfg.OUT_DIR) / f"finetune_{task.name}{'' if train_encoder else '_frozen'}.json"
-    settings = json.loads(json.dumps({"task": task.name, "model": described, "SEED": cfg.SEED,
+    settings = json.loads(json.dumps({"task": task.name, "model": source, "SEED": cfg.SEED,
+                                      "examples": hashlib.sha256(json.dumps(examples).encode()).hexdigest(),
                                       "train_encoder": train_encoder,
                                       **{k: v for k, v in vars(cfg).items() if k.startswith("FT_")}}))
     runs = resumed(path, settings) if cfg.RESUME else {}
@@ -396,8 +416,11 @@ def resumed(path: Path, settings: dict) -> dict:
     """The finished runs kept in `path`, if they were made with these settings."""
     if not path.exists():
         raise SystemExit(f"error: nothing to resume: {path} does not exist; run without --RESUME")
-    saved = json.loads(path.read_text(encoding="utf-8"))
-    changed = [k for k in settings if saved["settings"].get(k) != settings[k]]
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        changed = [k for k in settings if saved["settings"].get(k) != settings[k]]
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+        raise SystemExit(f"error: {path} is not a file finetune.py wrote; run without --RESUME") from None
     if changed:
         raise SystemExit(f"error: {path} was made with other settings ({', '.join(changed)}); run with the "
                          "same ones to resume, or without --RESUME to start afresh")

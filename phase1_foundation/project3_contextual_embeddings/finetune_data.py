@@ -86,7 +86,8 @@ def sst2(downloads: Path) -> Task:
     split = {}
     for name in ("train", "dev"):
         path = extract_member(archive, f"SST-2/{name}.tsv", downloads)
-        rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()[1:]]
+        lines = path.read_text(encoding="utf-8").splitlines()[1:]
+        rows = [line.split("\t") for line in lines if line.strip()]
         split[name] = [Example(text, None, {"0": "negative", "1": "positive"}[label]) for text, label in rows]
     return Task("sst2", "is this sentence of a movie review positive or negative?", split["train"],
                 split["dev"])

@@ -331,8 +331,8 @@ _HF_NAMES = [  # applied in order to our parameter name
     ("mlm_head.decoder.bias", "cls.predictions.bias"),
     ("nsp_head.", "cls.seq_relationship."),
 ]
-_HF_HINT = ("expected a folder written by BertForPreTraining.save_pretrained "
-            "(config.json + model.safetensors)")
+_HF_HINT = ("expected a folder written by BertForPreTraining.save_pretrained (config.json + "
+            "model.safetensors), or by BertModel's for fine-tuning")
 
 
 def _read_hf_config(folder: Path) -> dict:
@@ -371,7 +371,8 @@ def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder:
     for part in parts:
         if part not in weights:
             raise SystemExit(f"error: {folder} has no tensor {part!r}; it is not a complete "
-                             "BertForPreTraining checkpoint (both pre-training heads are needed)")
+                             "BertForPreTraining checkpoint (MLM and NSP need both pre-training heads; "
+                             "fine-tuning needs the encoder and the pooler)")
     tensor = torch.cat([weights[part] for part in parts])
     if name.startswith("nsp_head."):
         tensor = tensor.flip(0)  # transformers: row 0 = IsNext; ours: row 1 = IsNext

@@ -657,7 +657,7 @@ TASKS = [
         difficulty=2,
         asks="pair_input: the ids [CLS] a [SEP] (segment 0), then b [SEP] (segment 1) when b is not\n"
              "None; while a and b are longer than what max_tokens leaves after the specials, drop the last\n"
-             "token of the longer (of a on a tie). BertClassifier.forward: label scores (B, K) from the\n"
+             "token of the longer (of b on a tie). BertClassifier.forward: label scores (B, K) from the\n"
              "final state at [CLS] through self.bert.pooler, dropout, then self.classifier.\n"
              "classifier_loss: the mean cross-entropy of the labels under the scores.",
         hints=(
@@ -685,7 +685,7 @@ TASKS = [
                     (("self.classifier(self.dropout(pooled))",
                       "self.classifier(F.dropout(pooled, self.dropout.p))"),)),
             Mistake("a long pair cut from the first text only",
-                    (("(a if len(a) >= len(b_kept) else b_kept).pop()", "(a if a else b_kept).pop()"),)),
+                    (("(a if len(a) > len(b_kept) else b_kept).pop()", "(a if a else b_kept).pop()"),)),
         ),
     ),
 ]

@@ -105,7 +105,7 @@ def _draw_pairs(self):
 def pair_input(a, b, max_tokens, cls_id, sep_id):
     texts = [list(a)] + ([] if b is None else [list(b)])
     while sum(map(len, texts)) > max_tokens - 1 - len(texts):  # [CLS] and one [SEP] per text
-        longest = max(range(len(texts)), key=lambda i: (len(texts[i]), -i))  # a on a tie
+        longest = max(range(len(texts)), key=lambda i: (len(texts[i]), i))  # b on a tie
         texts[longest] = texts[longest][:-1]
     ids, segments = [cls_id], [0]
     for segment, text in enumerate(texts):

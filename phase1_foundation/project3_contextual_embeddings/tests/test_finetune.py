@@ -25,9 +25,11 @@ QUICK = ["--FT_SEEDS=1,2", "--FT_FOLDS=2", "--FT_LEARNING_RATES=1e-3,1e-4", "--F
 def test_pairs_read_as_cls_a_sep_b_sep_with_segments():
     assert pair_input([7, 8], None, 16, CLS, SEP) == ([CLS, 7, 8, SEP], [0, 0, 0, 0])
     assert pair_input([7, 8], [9], 16, CLS, SEP) == ([CLS, 7, 8, SEP, 9, SEP], [0, 0, 0, 0, 1, 1])
-    # too long: the longer text loses its last token, a on a tie, until [CLS] a [SEP] b [SEP] fits
+    # too long: the longer text loses its last token, b on a tie, until [CLS] a [SEP] b [SEP] fits
     ids, segments = pair_input([10, 11, 12, 13], [20, 21, 22, 23, 24], 7, CLS, SEP)
     assert ids == [CLS, 10, 11, SEP, 20, 21, SEP] and segments == [0, 0, 0, 0, 1, 1, 1]
+    ids, _ = pair_input([10, 11, 12], [20, 21, 22, 23], 8, CLS, SEP)  # 3 + 4 > 5: b, then b again on the tie
+    assert ids == [CLS, 10, 11, 12, SEP, 20, 21, SEP]
     assert pair_input(list(range(10, 30)), None, 5, CLS, SEP)[0] == [CLS, 10, 11, 12, SEP]
 
 
@@ -55,8 +57,8 @@ def test_a_frozen_encoder_leaves_bert_as_it_was(monkeypatch):
     cfg = finetune.load_config(finetune.config, ["--FT_LEARNING_RATES=1e-2", "--FT_EPOCHS=2",
                                                  "--FT_BATCH_SIZE=4"])
     captured = []
-    monkeypatch.setattr(finetune, "predict",
-                        lambda model, *args: captured.append(model) or [0] * len(args[1]))
+    monkeypatch.setattr(finetune, "label_scores",
+                        lambda model, *args: captured.append(model) or torch.zeros(len(args[1]), 2))
     split = (torch.arange(4), torch.arange(4, 6), torch.arange(6, 8))
     for train_encoder in (False, True):
         finetune.one_run(encoder, "pretrained", 1, data, split, 2, cfg, torch.device("cpu"),
@@ -75,6 +77,57 @@ def test_softmax_is_not_applied_twice():
     logits, labels = torch.tensor([[2.0, 0.0], [0.0, 3.0]]), torch.tensor([0, 1])
     expected = -(torch.log_softmax(logits, -1)[[0, 1], [0, 1]]).mean()
     torch.testing.assert_close(finetune.classifier_loss(logits, labels), expected)
+
+
+# --- the splits and the rules without a model ------------------------------------------------------------
+
+def test_folds_test_every_example_once_stratified_with_dev_held_out_of_training():
+    examples = [Example(f"s{i}", None, "a" if i < 30 else "b") for i in range(50)]
+    task = finetune_data.Task("t", "", examples, None)
+    cfg = finetune.load_config(finetune.config, ["--FT_FOLDS=5", "--FT_DEV_FRACTION=0.25"])
+    examples, parts = finetune.splits(task, cfg)
+    tested = torch.cat([test for _, _, test in parts]).tolist()
+    assert sorted(tested) == list(range(50))  # every example tested once
+    for learn_from, dev, test in parts:
+        assert not set(learn_from.tolist()) & set(dev.tolist())
+        assert not set(learn_from.tolist() + dev.tolist()) & set(test.tolist())
+        assert len(learn_from) + len(dev) + len(test) == 50 and len(dev) == 10
+        assert sum(examples[i].label == "a" for i in test) == 6  # 30 of 50 are "a": 6 of each fold's 10
+
+
+def test_a_task_with_a_test_split_keeps_only_the_training_examples_it_takes():
+    train = [Example(f"s{i}", None, "ab"[i % 2]) for i in range(100)]
+    task = finetune_data.Task("t", "", train, [Example("x", None, "a"), Example("y", None, "b")])
+    cfg = finetune.load_config(finetune.config, ["--FT_TRAIN_EXAMPLES=20", "--FT_DEV_FRACTION=0.2"])
+    examples, [(rows, dev, test)] = finetune.splits(task, cfg)
+    assert len(examples) == 22 and len(rows) == 16 and len(dev) == 4
+    assert [examples[i] for i in test] == task.test
+
+
+def test_naive_bayes_counts_words_per_label_plus_one():
+    train = [Example("good fun", None, "pos"), Example("good", None, "pos"), Example("dull fun", None, "neg")]
+    # P(pos) 2/3, P(good|pos) = (2+1)/(3+3), P(dull|pos) = 1/6
+    # P(neg) 1/3, P(good|neg) = (0+1)/(2+3), P(dull|neg) = 2/5
+    # "good dull": pos 2/3 * 3/6 * 1/6 = 0.056 > neg 1/3 * 1/5 * 2/5 = 0.027
+    # "dull dull": neg 1/3 * 2/5 * 2/5 = 0.053 > pos 0.019
+    test = [Example("good dull", None, "?"), Example("dull dull unseen", None, "?")]
+    assert finetune.naive_bayes(train, test, ["neg", "pos"]) == [1, 0]
+    assert finetune.commoner_label(train, test, ["neg", "pos"]) == [1, 1]
+
+
+def test_the_bootstrap_resamples_every_rule_alike():
+    correct = {"a": torch.tensor([1.0, 0, 1, 0]).numpy(), "b": torch.tensor([1.0, 0, 1, 0]).numpy()}
+    resampled = finetune.bootstrap(correct, seed=0)
+    assert (resampled["a"] == resampled["b"]).all() and len(resampled["a"]) == finetune.RESAMPLES
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("--FT_FROM=pretrained,finetuned", "--FT_FROM takes"), ("--FT_FOLDS=1", "--FT_FOLDS needs 2"),
+    ("--FT_DEV_FRACTION=1", "between 0 and 1"), ("--FT_SEEDS=", "at least"),
+])
+def test_a_setting_that_cannot_work_is_one_line(setting, message):
+    with pytest.raises(SystemExit, match=message):
+        finetune.main([setting])
 
 
 # --- the comparison, end to end ----------------------------------------------------------------------------
@@ -122,6 +175,9 @@ def test_ctrl_c_keeps_the_finished_runs_and_resume_ends_as_one_run(trained, tmp_
     assert finetune.main([*trained, *QUICK, "--RESUME=latest"]) == whole
     with pytest.raises(SystemExit, match="other settings .*FT_EPOCHS"):
         finetune.main([*trained, *QUICK, "--RESUME=latest", "--FT_EPOCHS=2"])
+    (trained_dir(trained) / "finetune_polarity.json").write_text("[1, 2]")
+    with pytest.raises(SystemExit, match="not a file finetune.py wrote"):
+        finetune.main([*trained, *QUICK, "--RESUME=latest"])
 
 
 def test_a_task_file_of_pairs_is_read_and_scored(trained, tmp_path):
