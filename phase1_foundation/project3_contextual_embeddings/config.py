@@ -109,8 +109,8 @@ BERT_LARGE = dict(N_LAYER=24, N_HEAD=16, N_EMBD=1024, BLOCK_SIZE=512, VOCAB_SIZE
 # Fine-tuning (finetune.py) departs once more, measured in the README's appendix: the presets search larger
 # learning rates, like those BERT-Tiny's authors searched (Turc et al. 2019: up to 3e-4), for 5 epochs of
 # batches of 16 (BERT §A.3 also tried 16).
-# Released BERT-base (--HF_DIR) fine-tunes with the paper's grid: --FT_LEARNING_RATES=5e-5,4e-5,3e-5,2e-5
-# --FT_EPOCHS=3.
+# Released BERT-base (--HF_DIR) fine-tunes with the paper's recipe: --FT_LEARNING_RATES=5e-5,4e-5,3e-5,2e-5
+# --FT_EPOCHS=3 --FT_BATCH_SIZE=32.
 PRESETS = {
     # A laptop GPU (RTX 3050-class, 4 GB): 10,000 steps of a 6-layer BERT in minutes.
     "gpu": dict(

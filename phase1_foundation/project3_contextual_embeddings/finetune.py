@@ -275,7 +275,8 @@ def load_encoder(cfg: SimpleNamespace, device: torch.device) -> tuple[BERT, Toke
     if cfg.HF_DIR:
         encoder = BERT.from_hf(cfg.HF_DIR, heads=False)  # fine-tuning needs no pre-training head
         print(f"loaded {cfg.HF_DIR}; for BERT-base the paper's recipe is --FT_LEARNING_RATES=5e-5,4e-5,3e-5,"
-              f"2e-5 --FT_EPOCHS=3 (now: {cfg.FT_LEARNING_RATES}, {cfg.FT_EPOCHS} epochs)")
+              f"2e-5 --FT_EPOCHS=3 --FT_BATCH_SIZE=32 (now: {cfg.FT_LEARNING_RATES}, {cfg.FT_EPOCHS} epochs, "
+              f"batch {cfg.FT_BATCH_SIZE})")
         folder = Path(cfg.HF_DIR)
         return encoder.to(device), load_tokenizer(folder), folder.name, portable(folder)
     path = find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)
