@@ -51,6 +51,7 @@ from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import encode_sentence
 from phase1_foundation.project3_contextual_embeddings.finetune_data import Example, Task, load_task
 from phase1_foundation.project3_contextual_embeddings.model import BERT, PREFIX
+from phase1_foundation.project3_contextual_embeddings.pretraining_data import truncated_lengths
 from phase1_foundation.project3_contextual_embeddings.tokenizer import load_tokenizer
 
 SCRIPT = "phase1_foundation/project3_contextual_embeddings/finetune.py"
@@ -86,12 +87,11 @@ def classifier_loss(logits: Tensor, labels: Tensor) -> Tensor:
 def pair_input(a: list[int], b: list[int] | None, max_tokens: int, cls_id: int, sep_id: int
                ) -> tuple[list[int], list[int]]:
     """Token ids and segment ids of `[CLS] a [SEP]` (segment 0), then `b [SEP]` (segment 1) for a pair
-    (§3, Fig. 2). Too long, the longer text loses its last token, b on a tie, until it fits
-    (google-research/bert's _truncate_seq_pair), so a pair keeps something of both."""
-    a, b_kept = list(a), list(b or [])
+    (§3, Fig. 2). Too long, it is cut as pre-training's pairs are (truncated_lengths, BERT's
+    _truncate_seq_pair), so a pair keeps something of both."""
     room = max_tokens - (2 if b is None else 3)  # the special tokens always stay
-    while len(a) + len(b_kept) > room:
-        (a if len(a) > len(b_kept) else b_kept).pop()
+    keep_a, keep_b = truncated_lengths(np.array(len(a)), np.array(len(b or [])), room)
+    a, b_kept = list(a)[: int(keep_a)], list(b or [])[: int(keep_b)]
     ids, segments = [cls_id, *a, sep_id], [0] * (len(a) + 2)
     if b is not None:
         ids, segments = ids + [*b_kept, sep_id], segments + [1] * (len(b_kept) + 1)

@@ -656,13 +656,14 @@ TASKS = [
         functions=("pair_input", "BertClassifier.forward", "classifier_loss"),
         difficulty=2,
         asks="pair_input: the ids [CLS] a [SEP] (segment 0), then b [SEP] (segment 1) when b is not\n"
-             "None; while a and b are longer than what max_tokens leaves after the specials, drop the last\n"
-             "token of the longer (of b on a tie). BertClassifier.forward: label scores (B, K) from the\n"
-             "final state at [CLS] through self.bert.pooler, dropout, then self.classifier.\n"
+             "None; when a and b are longer than what max_tokens leaves after the specials, cut them as\n"
+             "truncated_lengths cuts pre-training's pairs. BertClassifier.forward: label scores (B, K)\n"
+             "from the final state at [CLS] through self.bert.pooler, dropout, then self.classifier.\n"
              "classifier_loss: the mean cross-entropy of the labels under the scores.",
         hints=(
             "pair_input returns two lists of the same length. A pair needs three specials, one sentence two: "
-            "the room for tokens is max_tokens - 3 or max_tokens - 2. Work on copies of a and b.",
+            "the room for tokens is max_tokens - 3 or max_tokens - 2. truncated_lengths takes numpy arrays "
+            "(np.array(len(a)) will do) and returns the two lengths to keep.",
             "forward: self.bert.hidden_states(input_ids, segment_ids, attention_mask) gives (B, T, C); [CLS] "
             "is position 0 of every row, however long the row is. The pooler (dense + tanh) is BERT's own.",
             "F.cross_entropy takes the raw scores: it applies log_softmax itself, so a softmax before it "
@@ -684,8 +685,8 @@ TASKS = [
             Mistake("dropout applied in eval mode too",
                     (("self.classifier(self.dropout(pooled))",
                       "self.classifier(F.dropout(pooled, self.dropout.p))"),)),
-            Mistake("a long pair cut from the first text only",
-                    (("(a if len(a) > len(b_kept) else b_kept).pop()", "(a if a else b_kept).pop()"),)),
+            Mistake("the special tokens left out of the budget",
+                    (("room = max_tokens - (2 if b is None else 3)", "room = max_tokens"),)),
         ),
     ),
 ]
