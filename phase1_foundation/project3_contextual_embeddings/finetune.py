@@ -42,7 +42,7 @@ from torch import Tensor, nn
 
 from common.checkpoint import checkpoint_tokenizer, find_checkpoint
 from common.config import load_config, portable
-from common.device import autocast, describe, seed_everything
+from common.device import autocast, describe, grad_scaler, seed_everything
 from common.interrupt import GracefulInterrupt
 from common.optim import adamw, set_lr, warmup_linear
 from common.progress import progress_bar
@@ -137,6 +137,7 @@ def finetune(model: BertClassifier, data: dict, rows: Tensor, lr: float, cfg: Si
     per_epoch = math.ceil(len(rows) / cfg.FT_BATCH_SIZE)
     steps = cfg.FT_EPOCHS * per_epoch
     optimizer = adamw(model, lr, cfg.WEIGHT_DECAY, cfg.BETAS, device)
+    scaler = grad_scaler(device)  # active only for fp16 (GPUs without bf16), as in train.py
     generator = torch.Generator().manual_seed(seed)
     model.train()
     for step in range(steps):
@@ -147,9 +148,11 @@ def finetune(model: BertClassifier, data: dict, rows: Tensor, lr: float, cfg: Si
                                         warmup_steps=max(1, round(cfg.FT_WARMUP_RATIO * steps))))
         with autocast(device):
             logits = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"])  # (B, K)
-        classifier_loss(logits, batch["labels"]).backward()
+        scaler.scale(classifier_loss(logits, batch["labels"])).backward()
+        scaler.unscale_(optimizer)  # so that clipping sees the true gradients
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         optimizer.zero_grad(set_to_none=True)
         if interrupt.requested:
             raise Stopped
