@@ -36,10 +36,11 @@ BATCH_SIZE = 8  # sequences per optimizer step: 512 tokens
 # A run of fewer steps than this is left out: a model that has read a few dozen batches says nothing about
 # where the budget's best size lies, and it bends the budget's parabola (README)
 MIN_STEPS = 200
-# How far apart do runs end that differ only in their seed (first weights, data order)? At this budget of
+# How far apart do runs end that differ only in their seed (first weights, data order)? At these budgets of
 # Kaplan's counting every shape is trained NOISE_SEEDS times, with seeds SEED, SEED + 1, ...; the fits use
-# the SEED runs, and the bootstrap moves each loss by as much as the seeds moved them (bootstrap.py)
-NOISE_BUDGET = 2e10
+# the SEED runs, and the bootstrap moves each loss by as much as the seeds moved runs of its length
+# (bootstrap.py). Two budgets, so that the noise is measured on short runs and long ones
+NOISE_BUDGETS = (1e10, 2e10)
 NOISE_SEEDS = 3  # 1: no noise measurement (the bootstrap then resamples a fit's residuals)
 ONLY = ""  # train only these runs (comma-separated names, as in results.jsonl), again if already done
 
@@ -99,7 +100,7 @@ PRESETS = {
     # own --BUDGETS.
     "gpu": dict(
         BUDGETS=(1e11, 3e11, 1e12, 3e12), CHINCHILLA_BUDGETS=(3e11, 1e12, 3e12),
-        BLOCK_SIZE=128, BATCH_SIZE=16, NOISE_BUDGET=3e11,
+        BLOCK_SIZE=128, BATCH_SIZE=16, NOISE_BUDGETS=(1e11, 3e11),
         SHAPES=("1x16", "2x16", "1x32", "2x32", "2x48", "2x64", "3x64", "3x96", "4x128"),
         # emergence.py: nearly twice the sizes, closer around the jump, 4x the held-out problems; untimed
         EM_SHAPES=("1x8", "1x16", "2x24", "2x32", "2x40", "2x48", "2x56", "2x64", "2x72", "2x80", "2x96"),

@@ -3,8 +3,8 @@
 Under each counting (results.COUNTINGS) every shape of SHAPES is trained at every budget of that counting,
 on the D tokens the budget buys: D = C / (FLOPs per token), 6N per token under Kaplan's counting and App. F's
 count under Chinchilla's. A run of fewer than MIN_STEPS steps is left out, and so is one that would read
-the training text more than MAX_EPOCHS times. At one budget, NOISE_BUDGET, every shape is trained with
-NOISE_SEEDS seeds: how far runs that differ only in their seed end apart is the noise every fit has to
+the training text more than MAX_EPOCHS times. At NOISE_BUDGETS every shape is trained with NOISE_SEEDS
+seeds: how far runs that differ only in their seed end apart is the noise every fit has to
 live with (bootstrap.py). `train.py` trains these runs, `download_data.py` lists them.
 """
 
@@ -48,9 +48,9 @@ def parse_shape(text: str, head_size: int) -> tuple[int, int]:
 
 
 def planned_runs(cfg: SimpleNamespace, vocab_size: int) -> tuple[list[Run], list[Run]]:
-    """(runs, too short): every shape at every budget of each counting in COUNTINGS, and, when NOISE_BUDGET
-    is one of Kaplan's BUDGETS, each shape there again with the seeds SEED + 1, ..., SEED + NOISE_SEEDS - 1;
-    ordered by counting, budget, size and seed, split by MIN_STEPS."""
+    """(runs, too short): every shape at every budget of each counting in COUNTINGS, and at each of Kaplan's
+    BUDGETS that is one of NOISE_BUDGETS, each shape there again with the seeds SEED + 1, ...,
+    SEED + NOISE_SEEDS - 1; ordered by counting, budget, size and seed, split by MIN_STEPS."""
     tokens_per_step = cfg.BATCH_SIZE * cfg.BLOCK_SIZE
     runs = []
     for counting in cfg.COUNTINGS:
@@ -64,7 +64,7 @@ def planned_runs(cfg: SimpleNamespace, vocab_size: int) -> tuple[list[Run], list
                                   n_head=n_embd // cfg.HEAD_SIZE, n_embd=n_embd)
                 per_token = 6.0 * params if counting == "kaplan" else flops_per_token(shape, "chinchilla")
                 steps = round(budget / per_token / tokens_per_step)  # D = C / (FLOPs per token)
-                repeats = cfg.NOISE_SEEDS if (counting, budget) == ("kaplan", cfg.NOISE_BUDGET) else 1
+                repeats = cfg.NOISE_SEEDS if counting == "kaplan" and budget in cfg.NOISE_BUDGETS else 1
                 runs += [Run(counting, budget, n_layer, n_embd, params, per_token, steps,
                              steps * tokens_per_step, cfg.SEED + k, repeat=k > 0) for k in range(repeats)]
     order = list(COUNTINGS)

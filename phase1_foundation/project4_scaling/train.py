@@ -218,8 +218,9 @@ def main(argv: list[str] | None = None) -> list[dict] | dict:
         print(f"left out {len(too_short)} runs of fewer than MIN_STEPS={cfg.MIN_STEPS} steps")
     repeats = [run for run in runs if run.repeat]
     if repeats:
-        print(f"noise: at C = {cfg.NOISE_BUDGET:g} (kaplan counting) every shape is trained with "
-              f"{cfg.NOISE_SEEDS} seeds, {len(repeats)} runs more")
+        budgets = ", ".join(f"{budget:g}" for budget in sorted({run.budget for run in repeats}))
+        print(f"noise: at C = {budgets} (kaplan counting) every shape is trained with {cfg.NOISE_SEEDS} "
+              f"seeds, {len(repeats)} runs more")
     if cfg.DRY_RUN:  # what the sweep would cost on a laptop GPU, from steps measured here: nothing trains
         return dry_run_sweep(runs, meta["vocab_size"], train_tokens, cfg)
 

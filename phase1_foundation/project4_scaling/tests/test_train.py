@@ -40,7 +40,7 @@ def without_timing(rows: list[dict]) -> list[dict]:
 def test_planned_runs_buy_d_equal_c_over_flops_per_token_in_each_counting():
     cfg = type("cfg", (), dict(COUNTINGS=("kaplan", "chinchilla"), BUDGETS=(1e9, 1e10),
                                CHINCHILLA_BUDGETS=(3e10,), SHAPES=("2x32", "1x16"), HEAD_SIZE=16,
-                               BLOCK_SIZE=16, BATCH_SIZE=4, MIN_STEPS=200, SEED=7, NOISE_BUDGET=1e8,
+                               BLOCK_SIZE=16, BATCH_SIZE=4, MIN_STEPS=200, SEED=7, NOISE_BUDGETS=(1e8,),
                                NOISE_SEEDS=3))
     runs, too_short = planned_runs(cfg, vocab_size=100)
     every = runs + too_short
@@ -57,8 +57,8 @@ def test_planned_runs_buy_d_equal_c_over_flops_per_token_in_each_counting():
     assert [r.name for r in runs] == ["kaplan_1e9_1x16", "kaplan_1e10_1x16", "kaplan_1e10_2x32",
                                       "chinchilla_3e10_1x16", "chinchilla_3e10_2x32"]
     assert [r.name for r in too_short] == ["kaplan_1e9_2x32"] and too_short[0].steps < 200
-    # at NOISE_BUDGET, one of Kaplan's budgets, every shape again with NOISE_SEEDS - 1 more seeds
-    cfg.NOISE_BUDGET = 1e10
+    # at NOISE_BUDGETS of Kaplan's budgets, every shape again with NOISE_SEEDS - 1 more seeds
+    cfg.NOISE_BUDGETS = (1e10, 3e10)
     runs, _ = planned_runs(cfg, vocab_size=100)
     assert [(r.name, r.seed) for r in runs if r.budget == 1e10 and r.counting == "kaplan"] == [
         ("kaplan_1e10_1x16", 7), ("kaplan_1e10_1x16_seed8", 8), ("kaplan_1e10_1x16_seed9", 9),
@@ -131,7 +131,7 @@ def test_sweep_writes_one_row_per_run_in_each_counting(tiny, tmp_path):
 
 
 def test_the_noise_measurement_trains_each_shape_with_other_seeds_and_the_fits_leave_them_out(tiny, tmp_path):
-    rows = train.main(tiny + ["--NOISE_BUDGET=2e7", "--NOISE_SEEDS=2"])
+    rows = train.main(tiny + ["--NOISE_BUDGETS=2e7", "--NOISE_SEEDS=2"])
     repeats = [row for row in rows if row["repeat"]]
     assert [row["name"] for row in repeats] == ["kaplan_2e7_1x16_seed1338", "kaplan_2e7_2x16_seed1338",
                                                 "kaplan_2e7_1x32_seed1338"]
