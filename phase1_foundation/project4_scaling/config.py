@@ -67,10 +67,11 @@ DRY_RUN = False  # True: measure one step on the CPU, print memory, FLOPs, lapto
 # --- fitting and planning (laws.py) -------------------------------------------------------------------------
 DATA = "sweep"  # sweep: your runs in OUT_DIR; chinchilla: 240 of Hoffmann et al.'s runs (chinchilla_runs.csv)
 RESAMPLES = 100  # bootstrap resamples for each exponent's interval
+PLAN_AHEAD = 4.0  # laws.py predicts the best run at this many times the sweep's largest budget (Kaplan's)
 PLAN_MINUTES = 0.0  # > 0: also plan a compute-optimal run of this many minutes on this device
-# paper-rounded (Chinchilla as printed), paper-unrounded, epoch-2024, or ours: the sweep's own Approach 3
-# fit, which the cpu sweep measures over a factor of 4 in compute only (README)
-PLAN_CONSTANTS = "paper-rounded"
+# epoch-2024 (Besiroglu et al.'s refit, which the paper's runs support: README), paper-unrounded,
+# paper-rounded (Chinchilla as printed), or ours: the sweep's own Approach 3 fit
+PLAN_CONSTANTS = "epoch-2024"
 PLAN_ASPECT_RATIO = 32  # d_model / n_layer of the planned shape (GPT-2 small's is 64; tiny models want less)
 
 # --- emergence (emergence.py) ----------------------------------------------------------------------------

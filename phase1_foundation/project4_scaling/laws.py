@@ -4,6 +4,7 @@ side; and a plan that turns minutes into a model size.
     uv run python phase1_foundation/project4_scaling/laws.py                   # after train.py's sweep
     uv run python phase1_foundation/project4_scaling/laws.py --OUT_DIR=<a sweep's folder>
     uv run python phase1_foundation/project4_scaling/laws.py --PLAN_MINUTES=10  # and plan a 10-minute run
+    uv run python phase1_foundation/project4_scaling/laws.py --DATA=chinchilla  # Chinchilla's own runs
 
 train.py trains a sweep: at each of a few compute budgets C several model sizes N, each on the D tokens the
 budget buys, and writes one line per finished run. It does so twice, once per counting (results.COUNTINGS):
@@ -25,25 +26,40 @@ counting's sweep the two papers' questions, each answered in a file named after 
   bootstrap interval (bootstrap.py) beside each exponent says how much a sweep this small can tell the two
   apart.
 
-Then planning (planner.py): ChinchillaPlanner splits a budget by Chinchilla's closed form, from the paper's
-constants, a replication's, or the sweep's own fit in every parameter; plan_for_minutes starts from the
-minutes you can spend. The figures are sweep_figures.py's.
+Then what a law is for: prediction.py carries the sweep's minima to a budget PLAN_AHEAD times its largest and
+prints the command that trains it, and planner.py splits a budget by Chinchilla's closed form, from the
+paper's constants, a replication's, or the sweep's own fit; plan_for_minutes starts from the minutes you can
+spend. --DATA=chinchilla fits Chinchilla's own runs the same ways (chinchilla_runs.py). The figures are
+sweep_figures.py's.
 """
 
+import json
 from pathlib import Path
 
 import numpy as np
 
 from common.config import load_config
-from phase1_foundation.project4_scaling import config
-from phase1_foundation.project4_scaling.bootstrap import MIN_SHARE, Interval, bootstrap, seed_deviations
+from phase1_foundation.project4_scaling import chinchilla_runs, config, prediction
+from phase1_foundation.project4_scaling.bootstrap import (
+    MAX_WIDTH,
+    MIN_SHARE,
+    bootstrap,
+    noise_by_length,
+    resampled,
+    seed_deviations,
+    with_interval,
+)
 from phase1_foundation.project4_scaling.chinchilla import (
     PAPER_EXPONENTS,
     Allocation,
     LossSurface,
     approach1,
     approach2,
+    approach2_refit,
+    exponents_of,
     fit_parametric,
+    parabola_residuals,
+    surface_residuals,
 )
 from phase1_foundation.project4_scaling.kaplan import KAPLAN_ALPHA_N, fit_kaplan_laws
 from phase1_foundation.project4_scaling.planner import PUBLISHED_SURFACES, plan
@@ -57,26 +73,18 @@ from phase1_foundation.project4_scaling.results import (
 )
 from phase1_foundation.project4_scaling.sweep_figures import (
     plot_allocation,
-    plot_chinchilla_runs,
     plot_isoflops,
     plot_loss_vs_compute,
     plot_parametric,
 )
 
 APPROACHES = ("Approach 1", "Approach 2", "Approach 3")
-# Chinchilla's own runs, read off the paper's Figure 4 by Besiroglu et al. 2024 (chinchilla_runs.csv)
-CHINCHILLA_RUNS = Path(__file__).with_name("chinchilla_runs.csv")
-OUTLIERS = 5  # PAPER: Besiroglu et al. 2024, §3: the five runs of highest loss are left out of their fit
+Noise = np.ndarray | list[np.ndarray]  # deviations in ln L: one pool for every run, or one pool per run
+LEAST_SQUARES = chinchilla_runs.LEAST_SQUARES
 
 
-def exponents_of(surface: LossSurface) -> dict[str, float]:
-    """The surface's exponents, NaN when they cannot be read off it (its `problem`)."""
-    numbers = surface.exponents()
-    return {key: np.nan for key in numbers} if surface.problem else numbers
-
-
-def fit_sweep(sweep: Sweep, deviations: np.ndarray, resamples: int) -> tuple[dict, dict[str, Allocation],
-                                                                              LossSurface]:
+def fit_sweep(sweep: Sweep, noise: Noise, resamples: int) -> tuple[dict, dict[str, Allocation],
+                                                                   LossSurface]:
     """Every fit of one sweep, N and C as it counts them: each approach's exponents with a bootstrap
     interval, the fitted surface, and under the kaplan counting Kaplan's laws; Approaches 1 and 2's points,
     and the surface."""
@@ -99,21 +107,15 @@ def fit_sweep(sweep: Sweep, deviations: np.ndarray, resamples: int) -> tuple[dic
         del estimates["Approach 3"]
         numbers["Approach 3"]["interval"] = {}
     for name, estimate in estimates.items():
-        numbers[name]["interval"] = bootstrap(sweep, estimate, deviations, resamples)
+        numbers[name]["interval"] = bootstrap(sweep, estimate, noise, resamples)
     numbers["runs"], numbers["budgets"] = len(sweep.loss), len(sweep.budgets())
+    misfit = parabola_residuals(sweep)
+    numbers["misfit"] = float(np.sqrt(np.mean(misfit**2))) if misfit.size else np.nan
+    squares = fit_parametric(sweep.n, sweep.d, sweep.loss, delta=LEAST_SQUARES)
+    numbers["least squares"] = exponents_of(squares) | {"problem": squares.problem}
     if sweep.counting == "kaplan" and sweep.counted_as == "kaplan":  # Kaplan's laws are in Kaplan's N
         numbers |= fit_kaplan_laws(sweep)
     return numbers, allocations, surface
-
-
-def approach2_refit(budgets: int):
-    """Approach 2 as the bootstrap refits it: a refit that lost one of the `budgets` the fit used (its
-    parabola's minimum left the sizes) gave no exponent, rather than one from fewer budgets."""
-    def estimate(sweep: Sweep) -> dict[str, float]:
-        fit = approach2(sweep)
-        return fit.exponents() if len(fit.compute) == budgets else {"a": np.nan, "b": np.nan}
-
-    return estimate
 
 
 def on_shared_budgets(planned: Sweep, counted: Sweep, deviations: np.ndarray, resamples: int) -> dict:
@@ -133,29 +135,35 @@ def on_shared_budgets(planned: Sweep, counted: Sweep, deviations: np.ndarray, re
     return fits | {"budgets": sorted(shared)}
 
 
-def with_interval(fit: dict, key: str) -> str:
-    """'0.45 [0.41, 0.49] (97/100)': the estimate, its interval and how many resamples gave one; or why
-    there is none."""
-    if not np.isfinite(fit[key]):
-        return "not determined"
-    interval: Interval = fit["interval"][key]
-    if not interval.determined:
-        return f"{fit[key]:.2f}, {interval}"
-    return f"{fit[key]:.2f} {interval}"
+def one_depth(rows: list[dict], counting: str, noise: list, resamples: int) -> dict:
+    """Approach 2 from the one-layer shapes alone, the same runs otherwise: what mixing depths along N does
+    to the parabolas. {} when one depth leaves a budget fewer than three sizes."""
+    mine = [row for row in rows if row["counting"] == counting and not row.get("repeat")]
+    index = [i for i, row in enumerate(mine) if row["n_layer"] == 1]
+    if not index:
+        return {}
+    shallow = Sweep.from_rows([mine[i] for i in index], counting)
+    fit = approach2(shallow)
+    if len(fit.compute) < 2:
+        return {}
+    pools = [noise[i] for i in index] if isinstance(noise, list) else noise
+    return fit.exponents() | {"used": len(fit.compute), "interval": bootstrap(
+        shallow, approach2_refit(len(fit.compute)), pools, resamples)}
 
 
-def report_counting(counting: str, numbers: dict) -> None:
-    """One counting's exponents beside the papers', the budgets Approach 2 left out, the fitted surface
-    beside Chinchilla's, and under the kaplan counting α_N beside Kaplan's."""
+def report_counting(counting: str, numbers: dict, sigma: float) -> None:
+    """One counting's exponents beside the papers', the budgets Approach 2 left out, how far its parabolas
+    miss the runs, the fitted surface beside Chinchilla's, and under the kaplan counting α_N beside
+    Kaplan's."""
     print(f"\n{counting} counting ({COUNTINGS[counting]}): {numbers['runs']} runs at {numbers['budgets']} "
           "budgets")
-    print(f"{'':<12}{'a':<30}{'b':<30}paper a / b")
+    print(f"{'':<12}{'a':<40}{'b':<40}paper a / b")
     for name in APPROACHES:
         fit, (paper_a, paper_b) = numbers[name], PAPER_EXPONENTS[f"Chinchilla {name}"]
-        print(f"{name:<12}{with_interval(fit, 'a'):<30}{with_interval(fit, 'b'):<30}"
+        print(f"{name:<12}{with_interval(fit, 'a'):<40}{with_interval(fit, 'b'):<40}"
               f"{paper_a:.2f} / {paper_b:.2f} (Chinchilla)")
     kaplan_a, kaplan_b = PAPER_EXPONENTS["Kaplan"]
-    print(f"{'':<72}{kaplan_a:.2f} / {kaplan_b:.2f} (Kaplan)")
+    print(f"{'':<92}{kaplan_a:.2f} / {kaplan_b:.2f} (Kaplan)")
     second = numbers["Approach 2"]
     minima = ", ".join(f"{n:,.0f} at {c:.3g}"
                        for c, n in zip(second["compute"], second["n_opt"], strict=True))
@@ -163,7 +171,17 @@ def report_counting(counting: str, numbers: dict) -> None:
           f"{' (two needed for an exponent)' if second['used'] < 2 else ''}: N_opt {minima or 'none'}")
     for budget, problem in second["flagged"].items():
         print(f"Approach 2 left out C = {budget:.3g}: {problem}")
+    if np.isfinite(numbers["misfit"]):
+        print(f"Approach 2's parabolas miss the runs by {numbers['misfit']:.3f} in ln L (root mean square), "
+              f"against the seeds' {sigma:.3f}: a misfit the intervals do not hold")
+    if numbers.get("one layer"):
+        shallow = numbers["one layer"]
+        print(f"Approach 2 from the one-layer shapes alone ({shallow['used']} budgets): a = "
+              f"{with_interval(shallow, 'a')}")
     report_surface(numbers["Approach 3"], conversion=counting == "chinchilla")
+    squares = numbers["least squares"]
+    print("Approach 3 by least squares instead of Huber: " + (
+        f"a = {squares['a']:.2f}" if squares["problem"] is None else f"not determined: {squares['problem']}"))
     if "Kaplan L(N)" in numbers:
         print(f"Kaplan alpha_N: {numbers['Kaplan L(N)']['alpha_n']:.3f} from L(N) over each size's best run, "
               f"{numbers['Kaplan L(N, D)']['alpha_n']:.3f} from L(N, D) over every run "
@@ -189,13 +207,15 @@ def report_surface(ours: dict, conversion: bool, published: tuple[str, ...] = ("
               f"{paper.beta:>8.3f}{paper.a:>8.3f}")
 
 
-def report(numbers: dict[str, dict], crossed: dict[str, dict], resamples: int, noise: str) -> None:
+def report(numbers: dict[str, dict], crossed: dict[str, dict], resamples: int, noise: str,
+           sigma: float) -> None:
     """Each counting's fits; then the same runs counted both ways, so that only the counting differs."""
     countings = [counting for counting in COUNTINGS if counting in numbers]
-    print(f"\nN_opt ∝ C^a, D_opt ∝ C^b; intervals: 10th to 90th percentile over {resamples} resamples, "
-          f"{noise}; (k/{resamples}): how many gave an exponent; under {MIN_SHARE:.0%}: not determined")
+    print(f"\nN_opt ∝ C^a, D_opt ∝ C^b; intervals: 10th to 90th percentile (80%) over {resamples} resamples, "
+          f"{noise}; (k/{resamples}): how many gave an exponent. Determined: at least {MIN_SHARE:.0%} gave "
+          f"one, and the interval is at most {MAX_WIDTH:g} wide (else: too wide)")
     for counting in countings:
-        report_counting(counting, numbers[counting])
+        report_counting(counting, numbers[counting], sigma)
     if not crossed:
         return
     print("\nwhat the counting alone does: the same runs, N and C counted both ways (Pearce & Song 2024)")
@@ -215,16 +235,25 @@ def report(numbers: dict[str, dict], crossed: dict[str, dict], resamples: int, n
                   + "; ".join(f"{c} {with_interval(shared[c], 'a')}" for c in COUNTINGS))
 
 
-def noise_of(rows: list[dict]) -> tuple[np.ndarray, dict[str, list[float]]]:
-    """The seeds' deviations in ln L (bootstrap.seed_deviations) and each repeated point's losses, by the
-    name of its SEED run."""
+def noise_of(rows: list[dict]) -> tuple[list[tuple[float, np.ndarray]], dict[str, list[float]]]:
+    """Each repeated point's tokens D and its seeds' deviations in ln L (bootstrap.seed_deviations), and its
+    losses, by the name of its SEED run."""
     groups: dict[str, list[float]] = {}
     repeated = {row["name"].rsplit("_seed", 1)[0] for row in rows if row.get("repeat")}
+    tokens = {row["name"]: float(row["tokens"]) for row in rows if row["name"] in repeated}
     for row in rows:
         point = row["name"].rsplit("_seed", 1)[0] if row.get("repeat") else row["name"]
         if point in repeated:
             groups.setdefault(point, []).append(float(row["val_loss"]))
-    return seed_deviations(list(groups.values())), groups
+    measured = [(tokens[point], seed_deviations([np.array(losses)])) for point, losses in groups.items()
+                if point in tokens and len(losses) > 1]
+    return measured, groups
+
+
+def noise_for(sweep: Sweep, measured: list[tuple[float, np.ndarray]]) -> Noise:
+    """Each run's pool of deviations from the seeds at the nearest run lengths; without seeds, the Approach 3
+    fit's residuals for every run."""
+    return noise_by_length(sweep.d, measured) if measured else residuals(sweep)
 
 
 def seed_spread(rows: list[dict], counting: str, repeated: dict[str, list[float]]
@@ -238,58 +267,49 @@ def seed_spread(rows: list[dict], counting: str, repeated: dict[str, list[float]
 def residuals(sweep: Sweep) -> np.ndarray:
     """ln L minus the Approach 3 surface's prediction, run by run, scaled by √(n / (n - 5)) for the five
     constants fitted: the noise when no seeds were repeated; empty when there is no surface to subtract."""
-    surface = fit_parametric(sweep.n, sweep.d, sweep.loss)
-    residual = np.log(sweep.loss) - np.log(surface.loss(sweep.n, sweep.d))
+    residual = surface_residuals(sweep)
     if not np.all(np.isfinite(residual)) or residual.size <= 5:
         return np.array([])
     return residual * np.sqrt(residual.size / (residual.size - 5))
 
 
-def read_chinchilla_runs(path: Path = CHINCHILLA_RUNS) -> Sweep:
-    """Chinchilla's runs as a sweep: N (every parameter), C (the paper's FLOPs) and the loss of each, with
-    D = C / 6N as the paper's IsoFLOP runs had it; the OUTLIERS runs of highest loss left out."""
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
-    table = np.loadtxt(lines[1:], delimiter=",", ndmin=2)  # (runs, 3): N, C, L (lines[0]: the column names)
-    table = table[np.argsort(table[:, 2])[: len(table) - OUTLIERS]]
-    n, compute, loss = table.T
-    return Sweep("chinchilla", compute, n, compute / (6 * n), compute, loss)
+def baselines_of(out_dir: Path) -> dict[str, float]:
+    """The unigram and bigram losses train.py measured on the same validation tokens, when it left them."""
+    summary = out_dir / "summary.json"
+    if not summary.is_file():
+        return {}
+    found = json.loads(summary.read_text(encoding="utf-8")).get("baselines", {})
+    return {f"{name} model": float(found[name]) for name in ("bigram", "unigram") if name in found}
 
 
-def fit_chinchilla_runs(resamples: int, out_dir: Path) -> dict:
-    """Approach 3 on Chinchilla's own runs, with a residual bootstrap, beside Besiroglu et al.'s fit and
-    the paper's; and the runs with each fit's frontier, drawn into out_dir."""
-    sweep = read_chinchilla_runs()
-    surface = fit_parametric(sweep.n, sweep.d, sweep.loss)
-    numbers = exponents_of(surface) | {"E": surface.E, "A": surface.A, "B": surface.B,
-                                       "problem": surface.problem}
-    numbers["interval"] = bootstrap(sweep, lambda s: exponents_of(fit_parametric(s.n, s.d, s.loss)),
-                                    residuals(sweep), resamples)
-    print(f"\nChinchilla's runs ({CHINCHILLA_RUNS.name}: {len(sweep.loss)} of Hoffmann et al.'s runs, read "
-          f"off their Figure 4 by Besiroglu et al. 2024; the {OUTLIERS} of highest loss left out, as theirs)")
-    print(f"intervals: 10th to 90th percentile over {resamples} resamples of the fit's residuals; "
-          f"(k/{resamples}): how many gave an exponent")
-    report_surface(numbers, conversion=False, published=("epoch-2024", "paper-unrounded"))
-    print(f"a = beta/(alpha+beta): ours {with_interval(numbers, 'a')}; Besiroglu et al. "
-          f"{PUBLISHED_SURFACES['epoch-2024'].a:.3f}; the paper's Table 2 "
-          f"{PAPER_EXPONENTS['Chinchilla Approach 3'][0]}")
-    published = {name: PUBLISHED_SURFACES[name] for name in ("epoch-2024", "paper-unrounded")}
-    figure = plot_chinchilla_runs(sweep, surface, published, out_dir / "chinchilla_runs.png")
-    print(f"\nplot: {figure}")
-    return {"chinchilla-runs": numbers, "runs": len(sweep.loss), "plots": [figure]}
+def print_noise(measured: list[tuple[float, np.ndarray]], repeated: dict[str, list[float]]) -> str:
+    """The seeds' spread, point by point; what the bootstrap says it moved each loss by."""
+    if not measured:
+        return "each loss moved by one of the Approach 3 fit's residuals (no seeds repeated)"
+    deviations = np.concatenate([deviation for _, deviation in measured])
+    seeds = max(map(len, repeated.values()))
+    print(f"noise: {len(measured)} points trained with {seeds} seeds; one run's ln L scatters by "
+          f"{np.std(deviations):.3f} (standard deviation, from the deviations from each point's mean scaled "
+          f"by sqrt(k/(k-1))), the largest deviation {np.abs(deviations).max():.3f}")
+    for (tokens, deviation), (point, losses) in zip(measured, repeated.items(), strict=True):
+        print(f"  {point:<24}D {tokens:>11,.0f}" + "".join(f"{loss:8.3f}" for loss in losses)
+              + f"   highest - lowest {max(losses) - min(losses):.3f}, sd {np.std(deviation):.3f}")
+    return (f"each loss moved by one of the seed deviations of the {min(3, len(measured))} repeated points "
+            "nearest its run length")
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """Fit each counting of the sweep in OUT_DIR/results.jsonl, print the report, write the plots beside it,
-    and with PLAN_MINUTES plan a run; with --DATA=chinchilla, fit Chinchilla's own runs instead. Returns the
-    numbers: one dict per counting fitted, keyed by the counting, the same runs counted the other way
-    ("crossed"), and the plots (and the plan)."""
+    """Fit each counting of the sweep in OUT_DIR/results.jsonl, print the report, predict a larger budget,
+    write the plots beside it, and with PLAN_MINUTES plan a run; with --DATA=chinchilla, fit Chinchilla's
+    own runs instead. Returns the numbers: one dict per counting fitted, keyed by the counting, the same
+    runs counted the other way ("crossed"), the prediction, and the plots (and the plan)."""
     cfg = load_config(config, argv)
+    out_dir = Path(cfg.OUT_DIR)
     if cfg.DATA == "chinchilla":
-        return fit_chinchilla_runs(cfg.RESAMPLES, Path(cfg.OUT_DIR))
+        return chinchilla_runs.fit(cfg.RESAMPLES, out_dir)
     if cfg.DATA != "sweep":
         raise SystemExit(f"error: unknown --DATA={cfg.DATA}; choose sweep (your runs in OUT_DIR) or "
                          "chinchilla")
-    out_dir = Path(cfg.OUT_DIR)
     results = out_dir / "results.jsonl"
     rows = read_results(results, fields=SWEEP_FIELDS)
     diverged = [row["name"] for row in rows if not np.isfinite(float(row["val_loss"]))]
@@ -308,33 +328,32 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"error: the runs in {results} of each counting have one budget; an exponent needs "
                          "runs at two budgets at least")
 
-    deviations, repeated = noise_of(rows)
-    if len(deviations):
-        noise = f"each loss moved by one of the {len(deviations)} seed deviations of {len(repeated)} points"
-        seeds = max(map(len, repeated.values()))
-        print(f"noise: {len(repeated)} points trained with {seeds} seeds; one run's ln L scatters by "
-              f"{np.std(deviations):.3f} (standard deviation, from the deviations from each point's mean "
-              f"scaled by sqrt(k/(k-1))), the largest deviation {np.abs(deviations).max():.3f}")
-        for point, losses in repeated.items():
-            print(f"  {point:<24}" + "".join(f"{loss:8.3f}" for loss in losses)
-                  + f"   highest - lowest {max(losses) - min(losses):.3f}")
-    else:
-        noise = "each loss moved by one of the Approach 3 fit's residuals (no seeds repeated)"
-    fits, crossed, crossed_surfaces = {}, {}, {}
+    measured, repeated = noise_of(rows)
+    noise = print_noise(measured, repeated)
+    sigma = float(np.std(np.concatenate([d for _, d in measured]))) if measured else np.nan
+    fits, crossed, crossed_surfaces, pools = {}, {}, {}, {}
     for counting, sweep in sweeps.items():
-        fits[counting] = fit_sweep(sweep, deviations if len(deviations) else residuals(sweep), cfg.RESAMPLES)
+        pools[counting] = noise_for(sweep, measured)
+        fits[counting] = fit_sweep(sweep, pools[counting], cfg.RESAMPLES)
+        fits[counting][0]["one layer"] = one_depth(rows, counting, pools[counting], cfg.RESAMPLES)
         other = next(name for name in COUNTINGS if name != counting)
         counted = Sweep.from_rows(rows, counting, counted_as=other)
-        scatter = deviations if len(deviations) else residuals(counted)
+        scatter = noise_for(counted, measured)
         crossed[counting], _, crossed_surfaces[counting] = fit_sweep(counted, scatter, cfg.RESAMPLES)
         crossed[counting]["shared"] = on_shared_budgets(sweep, counted, scatter, cfg.RESAMPLES)
     numbers = {counting: fit[0] for counting, fit in fits.items()}
-    report(numbers, crossed, cfg.RESAMPLES, noise)
+    report(numbers, crossed, cfg.RESAMPLES, noise, sigma)
     numbers["crossed"] = crossed
+    if "kaplan" in sweeps:
+        numbers["prediction"] = prediction.prediction(sweeps["kaplan"], cfg.PLAN_AHEAD, pools["kaplan"],
+                                                      cfg.RESAMPLES)
+        numbers["measured"] = prediction.report(numbers["prediction"], out_dir, cfg.RESAMPLES)
     allocations = {counting: fit[1] for counting, fit in fits.items()}
     surfaces = {counting: fit[2] for counting, fit in fits.items()}
     numbers["plots"] = [
-        *(plot_isoflops(sweep, out_dir / f"isoflops_{counting}.png", seed_spread(rows, counting, repeated))
+        *(plot_isoflops(sweep, out_dir / f"isoflops_{counting}.png", seed_spread(rows, counting, repeated),
+                        [approach2(again) for again in resampled(sweep, pools[counting], cfg.RESAMPLES)],
+                        baselines_of(out_dir))
           for counting, sweep in sweeps.items()),
         plot_allocation(allocations, surfaces, out_dir / "allocation.png"),
         plot_parametric(sweeps, surfaces, out_dir / "parametric.png"),
@@ -344,7 +363,7 @@ def main(argv: list[str] | None = None) -> dict:
     if cfg.PLAN_MINUTES > 0:  # "ours" counts every parameter, as the planner's closed form does: the
         # chinchilla counting's fit, or else the kaplan runs' counted that way
         ours = surfaces.get("chinchilla") or crossed_surfaces["kaplan"]
-        numbers["plan"] = plan(cfg, ours, cfg.DEVICE)
+        numbers["plan"] = plan(cfg, ours, cfg.DEVICE, allocations.get("kaplan", {}).get("Approach 2"))
     return numbers
 
 

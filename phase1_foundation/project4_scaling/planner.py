@@ -17,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from phase1_foundation.project4_scaling.chinchilla import LossSurface
+from phase1_foundation.project4_scaling.chinchilla import Allocation, LossSurface
+
+SMALLEST_FITTED = 1.4e18  # PAPER: Besiroglu et al. 2024's runs (chinchilla_runs.csv): the least compute
 
 PUBLISHED_SURFACES = {
     # PAPER: Chinchilla App. D.2, Eq. 10: the fit as printed, rounded.
@@ -36,18 +38,15 @@ class ChinchillaPlanner:
     """Compute-optimal model size and tokens for a budget C, by Chinchilla's closed form (Eq. 4):
     N_opt = G (C/6)^a, D_opt = (C/6)^b / G, G = (αA / (βB))^(1/(α+β)).
 
-    The constants are the paper's as printed by default; "paper-unrounded", "epoch-2024" or a LossSurface of
-    your own (fit_parametric's result) choose others. They matter more than their size suggests. At the
-    budget of the paper's 400M-parameter row, 2.21e19 FLOPs (Table A3: 400M parameters, 9.2B tokens), the
-    printed constants give 326M parameters and 11.3B tokens, the unrounded ones 389M and 9.5B: rounding
-    α = 0.3392 to 0.34 and β = 0.2849 to 0.28 alone takes 16% off the parameters and adds 19% to the
-    tokens. At GPT-3's budget, 3.14e23 FLOPs, the printed constants give 24.5B parameters and 2.14T tokens
-    (not the 15B and 3.5T sometimes quoted), the unrounded ones 30.6B and 1.71T, and the 2024 refit 53.0B
-    and 0.99T (19 tokens per parameter, near the 20 that the paper's Approach 1 table implies). The
-    exponents are raised to powers over many decades of compute, so their third digit matters.
+    The constants are Besiroglu et al.'s refit by default, the fit that Chinchilla's own runs support
+    (chinchilla_runs.py); "paper-rounded", "paper-unrounded" or a LossSurface of your own (fit_parametric's
+    result) choose others. A fit's constants move together: rounding α and β alone, with E, A and B kept,
+    describes another surface at the paper's own data, so the plans differ already inside its range (at the
+    2.21e19 FLOPs of Table A3's 400M-parameter row, the printed constants give 326M parameters, the
+    unrounded ones 389M), not only far from it. Publish constants unrounded, or refit after rounding.
     """
 
-    def __init__(self, constants: str | LossSurface = "paper-rounded"):
+    def __init__(self, constants: str | LossSurface = "epoch-2024"):
         if isinstance(constants, str):
             if constants not in PUBLISHED_SURFACES:
                 choices = ", ".join(PUBLISHED_SURFACES)
@@ -136,7 +135,7 @@ def flops_per_second(n_layer: int, n_embd: int, vocab_size: int, cfg, device) ->
     return 6 * model.num_parameters() * x.numel() * steps / seconds
 
 
-def plan(cfg, surface: LossSurface | None, device) -> dict:
+def plan(cfg, surface: LossSurface | None, device, sweep_fit: Allocation | None = None) -> dict:
     """The step from minutes to a run: C from the minutes and this device's measured speed, (N, D) from the
     planner, a shape for N, and the command that trains it.
 
@@ -146,7 +145,11 @@ def plan(cfg, surface: LossSurface | None, device) -> dict:
     again). Since the rate is what a run achieves, no utilisation factor is assumed.
 
     `surface` is "ours", used when PLAN_CONSTANTS is "ours": an Approach 3 fit of the sweep's runs with N
-    every parameter, as the closed form counts it; None when there is none.
+    every parameter, as the closed form counts it; None when there is none. `sweep_fit`, the sweep's own
+    Approach 2 under Kaplan's counting, is carried to the planned budget and printed beside the plan.
+
+    Published constants were fitted to subword tokens at 1.4e18 FLOPs and more: at a laptop's budget, on
+    characters, a plan made from them is an extrapolation by many decades, and says so.
     """
     from common.tokens import read_meta
     from phase1_foundation.project4_scaling.download_data import prepare
@@ -155,7 +158,7 @@ def plan(cfg, surface: LossSurface | None, device) -> dict:
     if cfg.PLAN_CONSTANTS == "ours" and (surface is None or surface.problem):
         why = surface.problem if surface is not None else "there is no sweep"
         raise SystemExit(f"error: --PLAN_CONSTANTS=ours plans with the sweep's own Approach 3 fit, and it "
-                         f"has none to give ({why}); pass --PLAN_CONSTANTS=paper-rounded")
+                         f"has none to give ({why}); pass --PLAN_CONSTANTS=epoch-2024")
     ours = cfg.PLAN_CONSTANTS == "ours"
     planner = ChinchillaPlanner(surface if ours else cfg.PLAN_CONSTANTS)
     constants = "ours (Approach 3, every parameter)" if ours else cfg.PLAN_CONSTANTS
@@ -182,5 +185,15 @@ def plan(cfg, surface: LossSurface | None, device) -> dict:
           f"{passes:.2f} passes over the training text: {fits} MAX_EPOCHS={cfg.MAX_EPOCHS:g}); shape "
           f"{shape[0]}x{shape[1]}, {all_parameters(*shape, vocab, cfg.BLOCK_SIZE):,.0f} parameters\n"
           f"train it: {command}")
+    if not ours:
+        decades = np.log10(SMALLEST_FITTED / compute)
+        print(f"an extrapolation: the {cfg.PLAN_CONSTANTS} constants were fitted to subword tokens at "
+              f"{SMALLEST_FITTED:.1e} FLOPs and more, {decades:.1f} decades above this budget, and these "
+              "tokens are characters")
+    if sweep_fit is not None and np.isfinite(sweep_fit.a):
+        own = sweep_fit.n_scale * budget**sweep_fit.a
+        print(f"the sweep's own Approach 2 (kaplan counting, N_opt ∝ C^{sweep_fit.a:.2f}), carried to C = "
+              f"{budget:.3g} (6ND, N without the tables): N_opt {own:,.0f} non-embedding parameters, where "
+              f"the plan's shape has {non_embedding_parameters(*shape):,}")
     return {"flops_per_second": rate, "compute": compute, "n_opt": n_opt, "d_opt": d_opt, "shape": shape,
             "passes": passes, "command": command}

@@ -1,7 +1,9 @@
 """The figures laws.py writes beside a sweep's results: one IsoFLOP plot per counting, and three figures with
 a panel (or a row of panels) per counting, so the kaplan and chinchilla countings of N and C sit side by side.
 
-    isoflops_<counting>.png  each budget's losses against N, its parabola and minimum (Approach 2)
+    isoflops_<counting>.png  each budget's losses against N, its parabola and minimum, and the minima against
+                             C (Approach 2); chinchilla_isoflops.png the same for Chinchilla's runs
+    chinchilla_residuals.png two fits of Chinchilla's surface against the runs, run by run
     allocation.png           N_opt and D_opt against C, ours and the papers' slopes
     parametric.png           the fitted loss surface, the runs and the efficient frontier (Approach 3)
     loss_vs_compute.png      every run's loss against the compute it spent
@@ -15,6 +17,7 @@ from phase1_foundation.project4_scaling.chinchilla import (
     PAPER_EXPONENTS,
     Allocation,
     LossSurface,
+    approach2,
     isoflop_minimum,
     isoflop_parabola,
 )
@@ -26,16 +29,22 @@ N_LABEL = {"kaplan": "non-embedding parameters N", "chinchilla": "all parameters
 C_LABEL = {"kaplan": "C = 6ND FLOPs", "chinchilla": "C = App. F FLOPs"}
 
 
-def plot_isoflops(sweep: Sweep, path: Path, seeds: dict[tuple[float, float], list[float]] | None = None
-                  ) -> Path:
-    """Loss against N at each budget of one counting, with each budget's parabola and, where it is trusted,
-    its minimum (Approach 2); where a point was trained with several seeds (`seeds`: (budget, N) -> their
-    losses), every seed's loss and a bar from the lowest to the highest."""
-    fig = new_figure()
-    ax = fig.add_subplot()
+def plot_isoflops(sweep: Sweep, path: Path, seeds: dict[tuple[float, float], list[float]] | None = None,
+                  minima: list[Allocation] = (), baselines: dict[str, float] | None = None,
+                  title: str = "") -> Path:
+    """Chinchilla's Figure 3 for one counting of a sweep: on the left, loss against N at each budget, each
+    budget's parabola and its minimum (Approach 2); on the right, those minima against C and the line through
+    them, N_opt ∝ C^a. Where a point was trained with several seeds (`seeds`: (budget, N) -> their losses),
+    every seed's loss and a bar from the lowest to the highest; `minima`, the bootstrap's refits, as a cloud
+    of minima on the right; `baselines` (name -> loss), a horizontal line each."""
+    from matplotlib.ticker import NullFormatter  # matplotlib only when drawing (figure.py)
+
+    fig = new_figure(12.8, 4.8)
+    ax, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    fit = approach2(sweep)
     for i, budget in enumerate(sweep.budgets()):
         n, loss, colour = sweep.n[sweep.budget == budget], sweep.loss[sweep.budget == budget], f"C{i % 10}"
-        ax.scatter(n, loss, color=colour, label=f"C = {budget:.2g}")
+        ax.scatter(n, loss, color=colour, s=16, label=f"C = {budget:.2g}")
         spread = [(size, losses) for (at, size), losses in (seeds or {}).items() if at == budget]
         for j, (size, losses) in enumerate(spread):
             ax.vlines(size, min(losses), max(losses), color=colour, linewidth=1)
@@ -48,10 +57,41 @@ def plot_isoflops(sweep: Sweep, path: Path, seeds: dict[tuple[float, float], lis
         ax.plot(np.exp(x), np.polyval(parabola, x), color=colour)
         n_min, problem = isoflop_minimum(n, loss)
         if problem is None:
-            ax.plot(n_min, np.polyval(parabola, np.log(n_min)), "k*", markersize=12)
-    ax.set(xscale="log", xlabel=N_LABEL[sweep.counting], ylabel="final validation loss (nats/token)",
-           title=f"IsoFLOP curves, {sweep.counting} counting ({C_LABEL[sweep.counting]});\n"
-                 "stars: each parabola's minimum (through the first seed's runs)")
+            ax.plot(n_min, np.polyval(parabola, np.log(n_min)), "k*", markersize=11)
+    for k, (name, loss) in enumerate((baselines or {}).items()):
+        ax.axhline(loss, color="grey", linestyle=("--", ":")[k % 2], linewidth=1, label=f"{name}: {loss:.3f}")
+    ax.set(xscale="log", xlabel=N_LABEL[sweep.counted_as], ylabel="final validation loss (nats/token)",
+           title="loss against size at each budget; stars: each parabola's minimum")
+    ax.legend(fontsize="x-small")
+    for k, refit in enumerate(minima):
+        right.scatter(refit.compute, refit.n_opt, color="grey", alpha=0.25, s=8,
+                      label=f"the minima of {len(minima)} bootstrap refits" if k == 0 else None)
+    right.scatter(fit.compute, fit.n_opt, color="black", marker="*", s=90, zorder=3, label="the minima")
+    if np.isfinite(fit.a):
+        compute = np.geomspace(fit.compute.min(), fit.compute.max(), 20)
+        right.plot(compute, fit.n_scale * compute**fit.a, "r", label=f"N_opt ∝ C^{fit.a:.2f}")
+    right.set(xscale="log", yscale="log", xlabel=f"compute, {C_LABEL[sweep.counted_as]}",
+              ylabel=f"N_opt ({N_LABEL[sweep.counted_as]})", title="the minima against compute (Approach 2)")
+    if len(sweep.budgets()) <= 4:  # a factor of a few: label the budgets, not a bare 10^k
+        right.set_xticks(sweep.budgets(), [f"{c:.2g}" for c in sweep.budgets()])
+        right.xaxis.set_minor_formatter(NullFormatter())
+    right.legend(fontsize="x-small")
+    fig.suptitle(title or f"IsoFLOP profiles, {sweep.counting} counting ({C_LABEL[sweep.counting]})")
+    return save_figure(fig, path)
+
+
+def plot_surface_residuals(sweep: Sweep, surfaces: dict[str, LossSurface], path: Path) -> Path:
+    """Each surface's misfit run by run, ln L minus the surface's ln L against the run's compute: a surface
+    that describes the runs scatters about zero at every C."""
+    fig = new_figure(7.2, 4.8)
+    ax = fig.add_subplot()
+    for i, (name, surface) in enumerate(surfaces.items()):
+        residual = np.log(sweep.loss) - np.log(surface.loss(sweep.n, sweep.d))
+        ax.scatter(sweep.flops, residual, s=10, color=f"C{i}", alpha=0.7,
+                   label=f"{name}: mean {residual.mean():+.3f}")
+    ax.axhline(0, color="black", linewidth=1)
+    ax.set(xscale="log", xlabel="training FLOPs C", ylabel="ln L - ln L(surface)",
+           title=f"{sweep.loss.size} of Chinchilla's runs against two fits of the same surface")
     ax.legend(fontsize="small")
     return save_figure(fig, path)
 

@@ -191,6 +191,10 @@ def check_huber(course, yours, case):
     with case("Huber_δ of residuals inside and beyond δ = 1e-3", given=f"residuals {residual.tolist()}") as c:
         c.close(torch.as_tensor(yours._huber(residual)), torch.as_tensor(course._huber(residual)),
                 "_huber(residual)", atol=1e-15, rtol=1e-9)
+    with case("Huber_δ with δ = 0.1 passed in: quadratic for every residual under 0.1",
+              given=f"residuals {residual.tolist()}, delta=0.1") as c:
+        c.close(torch.as_tensor(yours._huber(residual, 0.1)), torch.as_tensor(course._huber(residual, 0.1)),
+                "_huber(residual, 0.1)", atol=1e-15, rtol=1e-9)
     points = (
         ("the truth, 0.02% noise: every residual within δ", 2e-4, TRUE_PARAMS),
         ("the truth, 0.1% noise: residuals on both sides of δ", 1e-3, TRUE_PARAMS),
@@ -405,8 +409,9 @@ TASKS = [
         file="phase1_foundation/project4_scaling/chinchilla.py",
         functions=("_huber", "_huber_and_gradient"),
         difficulty=3,
-        asks="_huber(residual): Huber_δ with δ = HUBER_DELTA (1e-3): r²/2 within δ of zero, δ·(|r| - δ/2)\n"
-             "beyond. _huber_and_gradient(params, log_n, log_d, log_loss): with params = (a, b, e, α, β),\n"
+        asks="_huber(residual, delta): Huber_δ with δ = delta (HUBER_DELTA, 1e-3, by default): r²/2 within\n"
+             "δ of zero, δ·(|r| - δ/2) beyond. _huber_and_gradient(params, log_n, log_d, log_loss, delta):\n"
+             "with params = (a, b, e, α, β),\n"
              "the predicted log L = LSE(a - α·ln N, b - β·ln D, e), ln(A/N^α + B/D^β + E) by log-sum-exp;\n"
              "return the sum over the runs of Huber_δ(predicted - log L), and its gradient in\n"
              "(a, b, e, α, β).",
@@ -434,9 +439,9 @@ TASKS = [
             Mistake("δ = 1 instead of 1e-3 (least squares for every residual here)",
                     (("HUBER_DELTA", "1.0"),)),
             Mistake("the linear part without -δ/2: Huber jumps at δ",
-                    (("(np.abs(residual) - 0.5 * HUBER_DELTA)", "np.abs(residual)"),)),
+                    (("(np.abs(residual) - 0.5 * delta)", "np.abs(residual)"),)),
             Mistake("the gradient of least squares: the residual not clipped",
-                    (("np.clip(residual, -HUBER_DELTA, HUBER_DELTA)", "residual"),)),
+                    (("np.clip(residual, -delta, delta)", "residual"),)),
             Mistake("L_hat as a sum of exponentials, not a log-sum-exp",
                     (("logsumexp(terms, axis=0)", "np.log(np.exp(terms).sum(axis=0))"),)),
             Mistake("the exponents' gradients with the wrong sign",

@@ -70,21 +70,22 @@ def isoflop_minimum(x, loss, quantity: str = "N") -> tuple[float, str | None]:
     },
     "4.huber_objective": {
         "_huber": '''
-def _huber(residual: np.ndarray) -> np.ndarray:
+def _huber(residual: np.ndarray, delta: float = HUBER_DELTA) -> np.ndarray:
     from scipy.special import huber
 
-    return huber(HUBER_DELTA, residual)
+    return huber(delta, residual)
 ''',
         "_huber_and_gradient": '''
-def _huber_and_gradient(params, log_n, log_d, log_loss) -> tuple[float, np.ndarray]:
+def _huber_and_gradient(params, log_n, log_d, log_loss, delta: float = HUBER_DELTA
+                        ) -> tuple[float, np.ndarray]:
     a, b, e, alpha, beta = params
     model_term, data_term = a - alpha * log_n, b - beta * log_d  # ln(A/N^α), ln(B/D^β): (runs,)
     predicted = np.logaddexp(np.logaddexp(model_term, data_term), e)  # (runs,)
     residual = predicted - log_loss
-    slope = np.where(np.abs(residual) <= HUBER_DELTA, residual, HUBER_DELTA * np.sign(residual))
+    slope = np.where(np.abs(residual) <= delta, residual, delta * np.sign(residual))
     share_n, share_d, share_e = (np.exp(t - predicted) for t in (model_term, data_term, e))
     jacobian = np.stack([share_n, share_d, share_e * np.ones_like(log_n), -share_n * log_n, -share_d * log_d])
-    return float(_huber(residual).sum()), jacobian @ slope  # (5, runs) @ (runs,)
+    return float(_huber(residual, delta).sum()), jacobian @ slope  # (5, runs) @ (runs,)
 ''',
     },
     "4.answer_scores": {"answer_scores": '''

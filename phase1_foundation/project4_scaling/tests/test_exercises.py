@@ -151,3 +151,21 @@ def test_ex4_moves_the_threshold_with_the_answer_length(tmp_path, capsys):
                                    "--PRESET=cpu"])[1]["params"] == 25472
     with pytest.raises(SystemExit, match="error: no results at .*emergence.jsonl; run .*emergence.py first"):
         ex4_answer_length.main([f"--OUT_DIR={tmp_path / 'none'}", "--DEVICE=cpu", "--PRESET=cpu"])
+
+
+def test_ex5_predicts_a_budget_four_times_the_largest_then_trains_it(tiny, tmp_path, capsys):
+    from phase1_foundation.project4_scaling import train
+    from phase1_foundation.project4_scaling.exercises import ex5_predict_then_train
+
+    settings = [*tiny, "--COUNTINGS=kaplan", "--SHAPES=1x16,2x16,1x32", f"--OUT_DIR={tmp_path}",
+                "--RESAMPLES=5"]
+    train.main([*settings, "--BUDGETS=1e7,2e7,4e7"])
+    found = ex5_predict_then_train.main(settings)
+    assert found["predicted"]["budget"] == 1.6e8
+    rows = read_results(tmp_path / "prediction" / "results.jsonl")
+    assert rows and {row["budget"] for row in rows} == {1.6e8} and {row["counting"] for row in rows} == {
+        "kaplan"}
+    assert found["measured"]["runs"] == len(rows)
+    printed = capsys.readouterr().out
+    assert "predict, then train: the kaplan counting's minima carried to C = 1.6e+08" in printed
+    assert "What the course measured" in printed

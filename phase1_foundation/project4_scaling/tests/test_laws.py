@@ -10,8 +10,23 @@ import numpy as np
 import pytest
 from scipy.optimize import check_grad, minimize_scalar
 
-from phase1_foundation.project4_scaling import chinchilla, kaplan, laws, planner
-from phase1_foundation.project4_scaling.bootstrap import Interval, bootstrap, seed_deviations
+from phase1_foundation.project4_scaling import (
+    chinchilla,
+    chinchilla_runs,
+    kaplan,
+    laws,
+    pearce_song,
+    planner,
+    prediction,
+)
+from phase1_foundation.project4_scaling.bootstrap import (
+    MAX_WIDTH,
+    Interval,
+    bootstrap,
+    noise_by_length,
+    resampled,
+    seed_deviations,
+)
 from phase1_foundation.project4_scaling.chinchilla import LossSurface, approach1, approach2, fit_parametric
 from phase1_foundation.project4_scaling.model import (
     GPTConfig,
@@ -20,7 +35,7 @@ from phase1_foundation.project4_scaling.model import (
     total_parameters,
 )
 from phase1_foundation.project4_scaling.planner import ChinchillaPlanner
-from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, Sweep, read_results
+from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, Sweep, read_results, write_results
 
 TRUE = LossSurface(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)  # the sweeps' truth: a = 0.452
 BUDGETS = np.geomspace(1e17, 1e21, 5)
@@ -99,12 +114,12 @@ def test_the_planner_gives_the_papers_numbers(constants, compute, params, tokens
     assert (rounded(n_opt, params), rounded(d_opt, tokens)) == (params, tokens)
 
 
-def test_the_2024_refit_gives_about_19_tokens_per_parameter_and_the_default_is_the_printed_fit():
+def test_the_2024_refit_gives_about_19_tokens_per_parameter_and_is_the_default():
     n_opt, d_opt = ChinchillaPlanner("epoch-2024").get_optimal_params_and_tokens(3.14e23)
     assert round(d_opt / n_opt) == 19
-    assert ChinchillaPlanner().surface == planner.PUBLISHED_SURFACES["paper-rounded"]
-    assert ChinchillaPlanner().surface.loss(1e9, 2e10) == pytest.approx(1.69 + 406.4 / 1e9**0.34
-                                                                         + 410.7 / 2e10**0.28)
+    assert ChinchillaPlanner().surface == planner.PUBLISHED_SURFACES["epoch-2024"]
+    printed = ChinchillaPlanner("paper-rounded").surface
+    assert printed.loss(1e9, 2e10) == pytest.approx(1.69 + 406.4 / 1e9**0.34 + 410.7 / 2e10**0.28)
     with pytest.raises(ValueError, match="paper-rounded, paper-unrounded, epoch-2024"):
         ChinchillaPlanner("paper")
 
@@ -273,7 +288,27 @@ def test_the_seeds_deviations_are_scaled_to_one_runs_spread():
     deviations = seed_deviations(groups + [np.array([7.0])])  # a point of one seed adds nothing
     assert deviations.size == 12000 and np.std(deviations) == pytest.approx(0.01, rel=0.03)
     assert seed_deviations([np.array([7.0])]).size == 0
+
+
+def test_an_exponent_is_determined_by_enough_refits_and_a_narrow_interval():
     assert Interval(0.1, 0.2, 90, 100).determined and not Interval(0.1, 0.2, 89, 100).determined
+    wide = Interval(0.0, 0.95, 100, 100)  # every refit gave an exponent, anywhere between 0 and 0.95
+    assert wide.enough and not wide.determined and str(wide) == "[0.00, 0.95] (100/100) too wide"
+    assert Interval(0.5, 0.5 + MAX_WIDTH, 100, 100).determined
+    assert not Interval(0.5, 0.71, 100, 100).determined
+    assert Interval(0.0, 5.0, 100, 100, max_width=np.inf).determined  # a prediction's, in its own units
+
+
+def test_each_run_draws_its_noise_from_the_seeds_at_the_nearest_run_lengths():
+    measured = [(1e5, np.array([0.3, -0.3])), (1e6, np.array([0.02, -0.02])), (4e6, np.array([0.01, -0.01])),
+                (2e5, np.array([0.2, -0.2]))]
+    short, long = noise_by_length([1.2e5, 5e6], measured, nearest=2)
+    assert sorted(np.abs(short)) == [0.2, 0.2, 0.3, 0.3]  # 1e5 and 2e5: the two nearest in ln D
+    assert sorted(np.abs(long)) == [0.01, 0.01, 0.02, 0.02]
+    sweep = Sweep("kaplan", np.ones(2), np.ones(2), np.array([1.2e5, 5e6]), np.ones(2), np.array([2.0, 2.0]))
+    moved = np.array([np.log(s.loss / 2.0) for s in resampled(sweep, [short, long], resamples=200)])
+    assert set(np.round(np.abs(moved[:, 0]), 6)) == {0.2, 0.3}
+    assert set(np.round(np.abs(moved[:, 1]), 6)) == {0.01, 0.02}
 
 
 def test_approach_3_says_when_its_exponents_are_not_identified():
@@ -287,7 +322,7 @@ def test_approach_3_says_when_its_exponents_are_not_identified():
     step = 2.0 + 0.3 * (sweep.n == sweep.n.min()) + TRUE.B / sweep.d**TRUE.beta  # the smallest model worse
     stepped = fit_parametric(sweep.n, sweep.d, step)
     assert stepped.problem and ("outside the grid searched" in stepped.problem or "edge" in stepped.problem)
-    assert np.isnan(laws.exponents_of(stepped)["a"]) and not fit_parametric(
+    assert np.isnan(chinchilla.exponents_of(stepped)["a"]) and not fit_parametric(
         sweep.n, sweep.d, TRUE.loss(sweep.n, sweep.d)).problem
 
 
@@ -324,10 +359,11 @@ def test_the_planners_parameter_count_is_the_models():
         assert planner.all_parameters(n_layer, d_model, vocab, context) == total_parameters(config)
 
 
-def test_approach_3_on_chinchillas_own_runs_lands_on_besiroglu_et_als_refit(capsys, tmp_path):
+def test_chinchillas_own_runs_give_the_three_approaches_and_besiroglu_et_als_refit(capsys, tmp_path):
     """PAPER: Besiroglu et al. 2024 refit the 240 runs (Huber δ = 1e-3 on log L, L-BFGS): α 0.348, β 0.366,
     so a = β/(α+β) = 0.513. The tolerance: α and β within 0.03, a within 0.05 (the runs were read off a
-    plot; the fit is theirs, made with another grid and optimizer)."""
+    plot; the fit is theirs, made with another grid and optimizer). PAPER: Chinchilla Table 2: Approach 2
+    from the nine IsoFLOP budgets gives a = 0.49; here [0.45, 0.58], the runs being read off a plot."""
     numbers = laws.main(["--DATA=chinchilla", "--RESAMPLES=4", f"--OUT_DIR={tmp_path}"])
     fit, epoch = numbers["chinchilla-runs"], planner.PUBLISHED_SURFACES["epoch-2024"]
     assert numbers["runs"] == 240 and fit["problem"] is None
@@ -336,10 +372,40 @@ def test_approach_3_on_chinchillas_own_runs_lands_on_besiroglu_et_als_refit(caps
     assert fit["a"] == pytest.approx(epoch.a, abs=0.05)
     assert abs(fit["a"] - PAPER_A3) > 0.03  # the published fit's a, which the data do not support
     assert fit["interval"]["a"].resamples == 4
+    # Approach 2 as the paper's Figure 3: nine budgets, each with its minimum among its runs
+    assert len(numbers["isoflop-runs"]) == 9 and min(numbers["isoflop-runs"]) >= 10
+    assert 0.45 <= numbers["approaches"]["Approach 2"]["a"] <= 0.58
+    # the loss is part of the fit: least squares moves a by more than the Huber fit's own interval is wide
+    assert numbers["least-squares"].a - fit["a"] > 0.01
     printed = capsys.readouterr().out
     assert "240 of Hoffmann et al.'s runs" in printed and "(4/4)" in printed
-    assert [path.name for path in numbers["plots"]] == ["chinchilla_runs.png"]
-    assert numbers["plots"][0].read_bytes().startswith(b"\x89PNG")
+    assert "Approach 2 on the 160 runs within a factor 1.2 of the paper's nine IsoFLOP budgets" in printed
+    assert printed.count("N_opt = ") == 9 and "nearly least absolute deviations" in printed
+    assert "C from 1e+13 to 1e+18: a = 0.84" in printed  # the counting alone (Pearce & Song)
+    assert [path.name for path in numbers["plots"]] == ["chinchilla_isoflops.png", "chinchilla_residuals.png",
+                                                        "chinchilla_runs.png"]
+    assert all(path.read_bytes().startswith(b"\x89PNG") for path in numbers["plots"])
+
+
+def test_the_papers_printed_surface_misfits_its_own_runs_where_the_refit_does_not():
+    """Besiroglu et al.: the published Approach 3 fit sits off the runs it was fitted to."""
+    runs = chinchilla_runs.read_runs()
+    refit = fit_parametric(runs.n, runs.d, runs.loss)
+    paper = chinchilla.surface_residuals(runs, planner.PUBLISHED_SURFACES["paper-unrounded"])
+    ours = chinchilla.surface_residuals(runs, refit)
+    assert np.sqrt(np.mean(paper**2)) > 1.2 * np.sqrt(np.mean(ours**2))
+    assert abs(paper.mean()) > 1.5 * abs(ours.mean())
+
+
+def test_the_counting_alone_turns_a_surface_of_a_half_into_kaplans_exponent_at_small_scale():
+    """Pearce & Song 2024: asked in Kaplan's counting (non-embedding N, C = 6 N_E D), a surface whose own
+    a is about 0.5 gives a near Kaplan's 0.73 or above at small budgets, and its own a at large ones."""
+    surface = planner.PUBLISHED_SURFACES["epoch-2024"]
+    (_, _, small), (_, _, middle), (_, _, large) = pearce_song.local_exponents(surface)
+    assert small > 0.75 and small > middle > large and large == pytest.approx(surface.a, abs=0.02)
+    # App. F counts the embedding lookup as a matmul, and the logits: 46% of the 1 x 8 model's FLOPs here
+    one_by_eight = GPTConfig(vocab_size=101, block_size=64, n_layer=1, n_head=1, n_embd=8)
+    assert pearce_song.embedding_flops_share(one_by_eight) == pytest.approx(0.461, abs=0.001)
 
 
 PAPER_A3 = chinchilla.PAPER_EXPONENTS["Chinchilla Approach 3"][0]
@@ -526,6 +592,10 @@ def test_main_fits_a_results_file_and_writes_the_plots(tmp_path, capsys):
     assert printed.count("Approach 2: from 4 budgets with interior minima") == 2
     assert "what the counting alone does: the same runs, N and C counted both ways" in printed
     assert "each loss moved by one of the Approach 3 fit's residuals (no seeds repeated)" in printed
+    assert printed.count("Approach 2's parabolas miss the runs by") == 2
+    assert printed.count("Approach 3 by least squares instead of Huber: a = ") == 2
+    assert "predict, then train: the kaplan counting's minima carried to C = " in printed
+    assert numbers["prediction"]["budget"] == pytest.approx(4 * BUDGETS[3], rel=0.01)
     assert "(5/5)" in printed
     assert printed.count("Kaplan alpha_N") == 1
     assert "left out 1 runs whose loss is not a number: diverged" in printed
@@ -545,3 +615,40 @@ def test_main_fits_only_the_countings_it_can(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "left out the chinchilla counting: its runs are all at C = 1e+17" in printed
     assert "what the counting alone does" in printed  # the kaplan runs, counted both ways
+
+
+# ---- predict, then train -----------------------------------------------------------------------------------
+
+
+def test_the_prediction_carries_the_minima_to_a_larger_budget_and_the_command_tests_it(tmp_path, capsys):
+    """From three budgets of a known surface, N_opt and the loss at it four times above the largest: the
+    truth's, within the parabolas' and the power law's approximation; then the runs at that budget."""
+    budgets = (1e18, 2e18, 4e18)
+    sweep = synthetic_sweep(noise=0.0, budgets=budgets, spacing=1.5)
+    predicted = prediction.prediction(sweep, 4.0, np.array([0.002, -0.002]), resamples=20)
+    truth_n, truth_d = ChinchillaPlanner(TRUE).get_optimal_params_and_tokens(1.6e19)
+    assert predicted["budget"] == 1.6e19
+    assert predicted["n_opt"] == pytest.approx(truth_n, rel=0.05)
+    # a power law in C with no floor E falls a little faster than the truth, which has one
+    assert predicted["loss"] == pytest.approx(TRUE.loss(truth_n, truth_d), rel=0.02)
+    low, high = predicted["interval"]["n_opt"], predicted["interval"]["loss"]
+    assert low.succeeded == 20 and low.low < predicted["n_opt"] < low.high and high.low < high.high
+    # a budget whose minimum leaves the sizes: no prediction, rather than one from fewer budgets
+    lopsided = sweep.take(~((sweep.budget == 4e18) & (sweep.n < np.median(sweep.n[sweep.budget == 4e18]))))
+    assert np.isnan(prediction.predict(lopsided, 1.6e19)["n_opt"])
+
+    assert prediction.report(predicted, tmp_path, 20) is None  # nothing trained yet: the command
+    printed = capsys.readouterr().out
+    assert f"--COUNTINGS=kaplan --BUDGETS=1.6e+19 --OUT_DIR={tmp_path / 'prediction'}" in printed
+    n_opt = predicted["n_opt"]
+    sizes = n_opt * 1.5 ** np.arange(-3, 4)
+    rows = [row(2, 32, "kaplan", 1.6e19, TRUE) | {"name": f"kaplan_1.6e19_{k}", "params": n,
+                                                  "tokens": 1.6e19 / (6 * n),
+                                                  "val_loss": float(TRUE.loss(n, 1.6e19 / (6 * n)))}
+            for k, n in enumerate(sizes)]
+    (tmp_path / "prediction").mkdir()
+    write_results(tmp_path / "prediction" / "results.jsonl", rows)
+    measured = prediction.report(predicted, tmp_path, 20)
+    assert measured["runs"] == 7 and measured["n_opt"] == pytest.approx(truth_n, rel=0.05)
+    assert measured["best_loss"] == min(r["val_loss"] for r in rows)
+    assert "measured (7 runs in" in capsys.readouterr().out

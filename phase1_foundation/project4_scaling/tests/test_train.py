@@ -141,9 +141,11 @@ def test_the_noise_measurement_trains_each_shape_with_other_seeds_and_the_fits_l
         assert (row["params"], row["tokens"], row["seed"]) == (first["params"], first["tokens"], 1338)
         assert row["val_loss"] != first["val_loss"]
     assert laws.Sweep.from_rows(rows, "kaplan").loss.size == 6  # each point of the design once
-    deviations, points = laws.noise_of(rows)
+    measured, points = laws.noise_of(rows)
     assert sorted(points) == ["kaplan_2e7_1x16", "kaplan_2e7_1x32", "kaplan_2e7_2x16"]
-    assert deviations.size == 6 and np.allclose(deviations[::2], -deviations[1::2])
+    assert sorted(tokens for tokens, _ in measured) == sorted(by_name[name]["tokens"] for name in points)
+    for _, deviations in measured:  # two seeds: deviations from their mean, equal and opposite
+        assert deviations.size == 2 and deviations[0] == pytest.approx(-deviations[1])
 
 
 def test_a_stopped_sweep_ends_with_the_same_results_file(tiny, tmp_path, monkeypatch, interrupt_at):
@@ -194,7 +196,7 @@ def test_the_planner_turns_minutes_into_a_run_that_train_py_trains(tiny, tmp_pat
     plan = numbers["plan"]
     assert plan["flops_per_second"] > 0
     assert plan["compute"] == pytest.approx(0.002 * 60 * plan["flops_per_second"])
-    n_opt, d_opt = planner.ChinchillaPlanner().get_optimal_params_and_tokens(plan["compute"])
+    n_opt, d_opt = planner.ChinchillaPlanner("paper-rounded").get_optimal_params_and_tokens(plan["compute"])
     assert (plan["n_opt"], plan["d_opt"]) == (n_opt, d_opt)
     settings = plan["command"].split()[4:]  # after "uv run python .../train.py"
     n_layer, d_model = plan["shape"]

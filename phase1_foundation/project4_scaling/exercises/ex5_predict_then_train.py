@@ -1,0 +1,55 @@
+"""Exercise 5: predict, then train. Before a larger run is paid for, what will it reach?
+
+That is what a scaling law is for: Chinchilla sized its 70B model from fits to runs of at most 16B. Here the
+law is your sweep's own. This exercise does in one command what laws.py prints and then asks you to run: it
+fits the sweep in OUT_DIR (train.py's default sweep unless you name another), carries each budget's IsoFLOP
+minimum to PLAN_AHEAD (4) times the largest budget of Kaplan's counting, N_opt ∝ C^a and the loss at it
+L_opt ∝ C^-γ, with 80% bootstrap intervals, and prints them; then it trains that budget's IsoFLOP profile
+(every shape of SHAPES the budget can feed, with train.py, into OUT_DIR/prediction; runs already there are
+not trained again) and sets what the runs measured beside the prediction.
+
+    uv run python phase1_foundation/project4_scaling/exercises/ex5_predict_then_train.py
+
+Predict before you run it, from the sweep's tables in the README alone: the best runs at 1e10, 2e10 and 4e10
+FLOPs reached 2.52, 2.35 and 2.24. At 1.6e11, which shape will be best, 1 x 16, 2 x 16 or 1 x 32? Will the
+best run's loss be above 2.2, between 2.0 and 2.2, or below 2.0? And will the fitted law's interval hold it?
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from common.config import load_config
+from common.exercises import print_measured
+from phase1_foundation.project4_scaling import config, laws, prediction
+from phase1_foundation.project4_scaling.exercises import sweep
+from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, Sweep, read_results
+
+
+def main(argv: list[str] | None = None) -> dict:
+    cfg = load_config(config, argv)
+    out_dir = Path(cfg.OUT_DIR)
+    rows = [row for row in read_results(out_dir / "results.jsonl", fields=SWEEP_FIELDS)
+            if np.isfinite(float(row["val_loss"]))]
+    runs = Sweep.from_rows(rows, "kaplan")
+    measured_noise, _ = laws.noise_of(rows)
+    predicted = prediction.prediction(runs, cfg.PLAN_AHEAD, laws.noise_for(runs, measured_noise),
+                                      cfg.RESAMPLES)
+    prediction.describe(predicted, cfg.RESAMPLES)
+    chapter = sys.argv[1:] if argv is None else argv  # the data and settings the sweep was trained with
+    settings = [*chapter, "--COUNTINGS=kaplan", f"--BUDGETS={predicted['budget']:g}"]
+    sweep(settings, out_dir / prediction.FOLDER)
+    result = prediction.compare(predicted, out_dir)
+    print_measured(WHAT_WE_MEASURED)
+    return {"predicted": predicted, "measured": result}
+
+
+# The answer, kept at the end of the file: read it after your run.
+WHAT_WE_MEASURED = """
+MEASURED
+"""
+
+
+if __name__ == "__main__":
+    main()
