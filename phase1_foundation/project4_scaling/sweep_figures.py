@@ -87,8 +87,9 @@ def plot_surface_residuals(sweep: Sweep, surfaces: dict[str, LossSurface], path:
     ax = fig.add_subplot()
     for i, (name, surface) in enumerate(surfaces.items()):
         residual = np.log(sweep.loss) - np.log(surface.loss(sweep.n, sweep.d))
+        above = np.mean(residual > 0)
         ax.scatter(sweep.flops, residual, s=10, color=f"C{i}", alpha=0.7,
-                   label=f"{name}: mean {residual.mean():+.3f}")
+                   label=f"{name}: median {np.median(residual):+.4f}, {above:.0%} of runs above")
     ax.axhline(0, color="black", linewidth=1)
     ax.set(xscale="log", xlabel="training FLOPs C", ylabel="ln L - ln L(surface)",
            title=f"{sweep.loss.size} of Chinchilla's runs against two fits of the same surface")

@@ -47,7 +47,16 @@ def main(argv: list[str] | None = None) -> dict:
 
 # The answer, kept at the end of the file: read it after your run.
 WHAT_WE_MEASURED = """
-MEASURED
+On the chapter's cpu sweep (a clean clone, two CPU cores): the six runs at 1.6e11 took 2 min 0 s; with them
+already trained, the exercise took 9 s. The sweep's minima (N_opt ∝ C^0.45, L_opt ∝ C^-0.055) predicted
+N_opt = 4,586 non-embedding parameters (80% interval 2,140 to 6,212; 70 of 100 refits kept every budget's
+minimum) and a loss of 2.149 at it (2.108 to 2.211). The runs measured: 1 x 16 2.167, 2 x 16 2.148, 1 x 32
+2.027, 2 x 32 2.180, 2 x 48 2.340, 2 x 64 2.565. Their parabola's minimum lies at N = 9,963 with a loss of
+2.076; the best run is 1 x 32, 12,768 parameters, at 2.027. The prediction missed both ways: the best size is
+twice the predicted one and the loss 0.07 below the interval (0.12 for the best run). The interval held the
+seeds' noise, not the law's error: the law was fitted where most runs had barely left the bigram model's
+plateau, and at four times the compute the best model got well past it, faster than a power law through
+three such budgets allows. A scaling law predicts only where its form holds; the larger run is the test.
 """
 
 
