@@ -66,6 +66,8 @@ def resampled(sweep: Sweep, deviations: np.ndarray | list[np.ndarray], resamples
     if isinstance(deviations, np.ndarray):
         deviations = [deviations] * sweep.loss.size
     pools = [np.asarray(pool, dtype=float) for pool in deviations]
+    if len(pools) != sweep.loss.size:
+        raise ValueError(f"{len(pools)} pools of noise for {sweep.loss.size} runs: one per run, or one array")
     if any(pool.size == 0 for pool in pools):
         return
     for _ in range(resamples):
@@ -126,3 +128,10 @@ def noise_by_length(tokens: np.ndarray, measured: list[tuple[float, np.ndarray]]
         closest = np.argsort(np.abs(lengths - length), kind="stable")[:nearest]
         pools.append(np.concatenate([measured[i][1] for i in closest]))
     return pools
+
+
+def pools_of(deviations: np.ndarray | list[np.ndarray], runs: np.ndarray) -> np.ndarray | list[np.ndarray]:
+    """The noise of the runs a boolean mask keeps (Sweep.take): one pool for every run stays as it is."""
+    if isinstance(deviations, np.ndarray):
+        return deviations
+    return [deviations[i] for i in np.flatnonzero(runs)]

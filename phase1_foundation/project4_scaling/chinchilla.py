@@ -27,8 +27,8 @@ PAPER_EXPONENTS = {  # (a, b) of N_opt ∝ C^a and D_opt ∝ C^b, to print and d
     "Chinchilla Approach 3": (0.46, 0.54),  # PAPER: Chinchilla Table 2
 }
 
-# PAPER: Chinchilla App. D.2. Residuals in ln L are mostly larger than this (Chinchilla's own runs: about 3x
-# at the median), so the fit is nearly least absolute deviations: a median fit, not a least-squares one
+# PAPER: Chinchilla App. D.2. Most residuals in ln L are larger than this (laws.py --DATA=chinchilla prints
+# how many), so the fit is nearly least absolute deviations: a median fit, not a least-squares one
 HUBER_DELTA = 1e-3
 # Approach 3's search: every (α, β) on this grid, each with the (E, A, B) that fits best there (a linear
 # solve); L-BFGS then starts from the best point of each of the best few valleys. The paper's grid of
@@ -338,12 +338,13 @@ def surface_residuals(sweep: Sweep, surface: LossSurface | None = None) -> np.nd
 
 
 def parabola_residuals(sweep: Sweep) -> np.ndarray:
-    """ln L minus each budget's IsoFLOP parabola, run by run (budgets of fewer than 4 sizes have none to
-    show: 3 points fix a parabola exactly). How far the parabola misses the runs: its misfit."""
-    residual = []
+    """ln L minus its budget's IsoFLOP parabola, run by run, scaled by √(k / (k - 3)) for the three
+    coefficients fitted to a budget's k runs; NaN at a budget of 3 sizes or fewer, which a parabola fits
+    exactly. How far the parabolas miss the runs: their misfit."""
+    residual = np.full(sweep.loss.size, np.nan)
     for budget in sweep.budgets():
         at = sweep.budget == budget
         if len(np.unique(sweep.n[at])) > 3:
             fitted = np.polyval(isoflop_parabola(sweep.n[at], sweep.loss[at]), np.log(sweep.n[at]))
-            residual.append(np.log(sweep.loss[at]) - np.log(fitted))
-    return np.concatenate(residual) if residual else np.array([])
+            residual[at] = (np.log(sweep.loss[at]) - np.log(fitted)) * np.sqrt(at.sum() / (at.sum() - 3))
+    return residual

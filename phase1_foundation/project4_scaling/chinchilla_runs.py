@@ -79,6 +79,7 @@ def fit(resamples: int, out_dir: Path) -> dict:
     # IsoFLOP parabolas (Approaches 1 and 2) or the surface (Approach 3); Approach 2 under the surface's too
     noise = surface_residuals(runs, surface)
     parabola_noise = parabola_residuals(binned)
+    parabola_noise = parabola_noise[np.isfinite(parabola_noise)]
     allocations = {"Approach 1": approach1(binned), "Approach 2": approach2(binned)}
     numbers = {name: fit.exponents() for name, fit in allocations.items()}
     estimates = {"Approach 1": lambda s: approach1(s).exponents(),

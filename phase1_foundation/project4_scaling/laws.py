@@ -43,8 +43,10 @@ from phase1_foundation.project4_scaling import chinchilla_runs, config, predicti
 from phase1_foundation.project4_scaling.bootstrap import (
     MAX_WIDTH,
     MIN_SHARE,
+    NEAREST_POINTS,
     bootstrap,
     noise_by_length,
+    pools_of,
     resampled,
     seed_deviations,
     with_interval,
@@ -110,7 +112,14 @@ def fit_sweep(sweep: Sweep, noise: Noise, resamples: int) -> tuple[dict, dict[st
         numbers[name]["interval"] = bootstrap(sweep, estimate, noise, resamples)
     numbers["runs"], numbers["budgets"] = len(sweep.loss), len(sweep.budgets())
     misfit = parabola_residuals(sweep)
-    numbers["misfit"] = float(np.sqrt(np.mean(misfit**2))) if misfit.size else np.nan
+    fitted = np.isfinite(misfit)  # the runs of budgets with more sizes than a parabola's three coefficients
+    numbers["misfit"] = float(np.sqrt(np.mean(misfit[fitted] ** 2))) if fitted.any() else np.nan
+    numbers["seeds' scatter"] = np.nan  # the seeds' scatter at the same runs' lengths, to hold the misfit to
+    if isinstance(noise, list) and fitted.any():
+        numbers["seeds' scatter"] = float(np.sqrt(np.mean([np.mean(noise[i] ** 2)
+                                                           for i in np.flatnonzero(fitted)])))
+    numbers["Approach 2"]["lost"] = lost_budgets(sweep, noise, resamples)
+    numbers["correlation"] = float(np.corrcoef(np.log(sweep.n), np.log(sweep.d))[0, 1])
     squares = fit_parametric(sweep.n, sweep.d, sweep.loss, delta=LEAST_SQUARES)
     numbers["least squares"] = exponents_of(squares) | {"problem": squares.problem}
     if sweep.counting == "kaplan" and sweep.counted_as == "kaplan":  # Kaplan's laws are in Kaplan's N
@@ -118,7 +127,19 @@ def fit_sweep(sweep: Sweep, noise: Noise, resamples: int) -> tuple[dict, dict[st
     return numbers, allocations, surface
 
 
-def on_shared_budgets(planned: Sweep, counted: Sweep, deviations: np.ndarray, resamples: int) -> dict:
+def lost_budgets(sweep: Sweep, noise: Noise, resamples: int) -> dict[str, int]:
+    """How often the bootstrap's refits (the same draws as bootstrap's) lost each budget's minimum, and
+    how: "1e+10: below the sizes" counts the refits whose parabola's minimum fell below the smallest model."""
+    lost: dict[str, int] = {}
+    for again in resampled(sweep, noise, resamples):
+        for budget, problem in approach2(again).flagged.items():
+            how = ("opens downward" if "downward" in problem else "below the sizes" if "smaller" in problem
+                   else "above the sizes")
+            lost[f"{budget:.3g}: {how}"] = lost.get(f"{budget:.3g}: {how}", 0) + 1
+    return lost
+
+
+def on_shared_budgets(planned: Sweep, counted: Sweep, deviations: Noise, resamples: int) -> dict:
     """Approach 2's a under both countings on the budgets where both have an interior minimum, when one
     counting lost a budget the other kept: the same runs and budgets, only the counting differs. {} when
     both used the same budgets (the table says it already) or share fewer than two."""
@@ -130,28 +151,27 @@ def on_shared_budgets(planned: Sweep, counted: Sweep, deviations: np.ndarray, re
     fits = {}
     for sweep in (planned.take(runs), counted.take(runs)):
         fits[sweep.counted_as] = approach2(sweep).exponents()
-        fits[sweep.counted_as]["interval"] = bootstrap(sweep, approach2_refit(len(shared)), deviations,
-                                                       resamples)
+        fits[sweep.counted_as]["interval"] = bootstrap(sweep, approach2_refit(len(shared)),
+                                                       pools_of(deviations, runs), resamples)
     return fits | {"budgets": sorted(shared)}
 
 
-def one_depth(rows: list[dict], counting: str, noise: list, resamples: int) -> dict:
+def one_depth(rows: list[dict], counting: str, noise: Noise, resamples: int) -> dict:
     """Approach 2 from the one-layer shapes alone, the same runs otherwise: what mixing depths along N does
-    to the parabolas. {} when one depth leaves a budget fewer than three sizes."""
+    to the parabolas. {} when fewer than two budgets keep a minimum inside their one-layer sizes."""
     mine = [row for row in rows if row["counting"] == counting and not row.get("repeat")]
-    index = [i for i, row in enumerate(mine) if row["n_layer"] == 1]
-    if not index:
+    shallow = np.array([row["n_layer"] == 1 for row in mine])
+    if not shallow.any():
         return {}
-    shallow = Sweep.from_rows([mine[i] for i in index], counting)
-    fit = approach2(shallow)
+    runs = Sweep.from_rows([row for row in mine if row["n_layer"] == 1], counting)
+    fit = approach2(runs)
     if len(fit.compute) < 2:
         return {}
-    pools = [noise[i] for i in index] if isinstance(noise, list) else noise
     return fit.exponents() | {"used": len(fit.compute), "interval": bootstrap(
-        shallow, approach2_refit(len(fit.compute)), pools, resamples)}
+        runs, approach2_refit(len(fit.compute)), pools_of(noise, shallow), resamples)}
 
 
-def report_counting(counting: str, numbers: dict, sigma: float) -> None:
+def report_counting(counting: str, numbers: dict) -> None:
     """One counting's exponents beside the papers', the budgets Approach 2 left out, how far its parabolas
     miss the runs, the fitted surface beside Chinchilla's, and under the kaplan counting α_N beside
     Kaplan's."""
@@ -171,9 +191,17 @@ def report_counting(counting: str, numbers: dict, sigma: float) -> None:
           f"{' (two needed for an exponent)' if second['used'] < 2 else ''}: N_opt {minima or 'none'}")
     for budget, problem in second["flagged"].items():
         print(f"Approach 2 left out C = {budget:.3g}: {problem}")
-    if np.isfinite(numbers["misfit"]):
-        print(f"Approach 2's parabolas miss the runs by {numbers['misfit']:.3f} in ln L (root mean square), "
-              f"against the seeds' {sigma:.3f}: a misfit the intervals do not hold")
+    if second["lost"]:
+        print("Approach 2's refits lost a minimum at C = " + "; ".join(
+            f"{where} {count} times" for where, count in sorted(second["lost"].items())))
+    misfit, scatter = numbers["misfit"], numbers["seeds' scatter"]
+    if np.isfinite(misfit):
+        verdict = ""
+        if np.isfinite(scatter):
+            held = "a misfit the intervals do not hold" if misfit > scatter else "within the seeds' noise"
+            verdict = f", against the seeds' {scatter:.3f} at the same run lengths: {held}"
+        print(f"Approach 2's parabolas miss the runs by {misfit:.3f} in ln L (root mean square){verdict}")
+    print(f"ln N and ln D across the runs correlate at {numbers['correlation']:.2f}")
     if numbers.get("one layer"):
         shallow = numbers["one layer"]
         print(f"Approach 2 from the one-layer shapes alone ({shallow['used']} budgets): a = "
@@ -207,15 +235,14 @@ def report_surface(ours: dict, conversion: bool, published: tuple[str, ...] = ("
               f"{paper.beta:>8.3f}{paper.a:>8.3f}")
 
 
-def report(numbers: dict[str, dict], crossed: dict[str, dict], resamples: int, noise: str,
-           sigma: float) -> None:
+def report(numbers: dict[str, dict], crossed: dict[str, dict], resamples: int, noise: str) -> None:
     """Each counting's fits; then the same runs counted both ways, so that only the counting differs."""
     countings = [counting for counting in COUNTINGS if counting in numbers]
     print(f"\nN_opt ∝ C^a, D_opt ∝ C^b; intervals: 10th to 90th percentile (80%) over {resamples} resamples, "
           f"{noise}; (k/{resamples}): how many gave an exponent. Determined: at least {MIN_SHARE:.0%} gave "
           f"one, and the interval is at most {MAX_WIDTH:g} wide (else: too wide)")
     for counting in countings:
-        report_counting(counting, numbers[counting], sigma)
+        report_counting(counting, numbers[counting])
     if not crossed:
         return
     print("\nwhat the counting alone does: the same runs, N and C counted both ways (Pearce & Song 2024)")
@@ -236,17 +263,18 @@ def report(numbers: dict[str, dict], crossed: dict[str, dict], resamples: int, n
 
 
 def noise_of(rows: list[dict]) -> tuple[list[tuple[float, np.ndarray]], dict[str, list[float]]]:
-    """Each repeated point's tokens D and its seeds' deviations in ln L (bootstrap.seed_deviations), and its
-    losses, by the name of its SEED run."""
+    """Each point trained with several seeds: its tokens D and its seeds' deviations in ln L
+    (bootstrap.seed_deviations), and its losses, by the name of its SEED run; in the same order."""
     groups: dict[str, list[float]] = {}
+    tokens: dict[str, float] = {}
     repeated = {row["name"].rsplit("_seed", 1)[0] for row in rows if row.get("repeat")}
-    tokens = {row["name"]: float(row["tokens"]) for row in rows if row["name"] in repeated}
     for row in rows:
         point = row["name"].rsplit("_seed", 1)[0] if row.get("repeat") else row["name"]
         if point in repeated:
             groups.setdefault(point, []).append(float(row["val_loss"]))
-    measured = [(tokens[point], seed_deviations([np.array(losses)])) for point, losses in groups.items()
-                if point in tokens and len(losses) > 1]
+            tokens[point] = float(row["tokens"])  # every seed of a point reads the same D
+    groups = {point: losses for point, losses in groups.items() if len(losses) > 1}
+    measured = [(tokens[point], seed_deviations([np.array(losses)])) for point, losses in groups.items()]
     return measured, groups
 
 
@@ -294,8 +322,8 @@ def print_noise(measured: list[tuple[float, np.ndarray]], repeated: dict[str, li
     for (tokens, deviation), (point, losses) in zip(measured, repeated.items(), strict=True):
         print(f"  {point:<24}D {tokens:>11,.0f}" + "".join(f"{loss:8.3f}" for loss in losses)
               + f"   highest - lowest {max(losses) - min(losses):.3f}, sd {np.std(deviation):.3f}")
-    return (f"each loss moved by one of the seed deviations of the {min(3, len(measured))} repeated points "
-            "nearest its run length")
+    return (f"each loss moved by one of the seed deviations of the {min(NEAREST_POINTS, len(measured))} "
+            "repeated points nearest its run length")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -330,7 +358,6 @@ def main(argv: list[str] | None = None) -> dict:
 
     measured, repeated = noise_of(rows)
     noise = print_noise(measured, repeated)
-    sigma = float(np.std(np.concatenate([d for _, d in measured]))) if measured else np.nan
     fits, crossed, crossed_surfaces, pools = {}, {}, {}, {}
     for counting, sweep in sweeps.items():
         pools[counting] = noise_for(sweep, measured)
@@ -342,7 +369,7 @@ def main(argv: list[str] | None = None) -> dict:
         crossed[counting], _, crossed_surfaces[counting] = fit_sweep(counted, scatter, cfg.RESAMPLES)
         crossed[counting]["shared"] = on_shared_budgets(sweep, counted, scatter, cfg.RESAMPLES)
     numbers = {counting: fit[0] for counting, fit in fits.items()}
-    report(numbers, crossed, cfg.RESAMPLES, noise, sigma)
+    report(numbers, crossed, cfg.RESAMPLES, noise)
     numbers["crossed"] = crossed
     if "kaplan" in sweeps:
         numbers["prediction"] = prediction.prediction(sweeps["kaplan"], cfg.PLAN_AHEAD, pools["kaplan"],

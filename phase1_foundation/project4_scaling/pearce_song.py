@@ -14,13 +14,14 @@ from phase1_foundation.project4_scaling.chinchilla import LossSurface
 
 # Models shaped as GPT-2's family: d_model = 64 · n_layer, its vocabulary, a context of 1024
 VOCAB, CONTEXT, ASPECT = 50257, 1024, 64
-RANGES = ((1e13, 1e18), (1e18, 1e21), (1e21, 1e24))  # Kaplan's runs reached about 1e21 FLOPs (6·N_E·D)
+# Kaplan's runs reached about 1e21 FLOPs (6·N_E·D); below 1e15 the best model has less than one layer
+RANGES = ((1e15, 1e18), (1e18, 1e21), (1e21, 1e24))
 
 
 def kaplan_counted_optimum(surface: LossSurface, compute: np.ndarray) -> np.ndarray:
     """N_E,opt at each Kaplan-counted C = 6·N_E·D: the width whose surface loss, with N = N_E + the tables and
     D = C / (6·N_E), is lowest, over a fine grid of widths."""
-    width = np.geomspace(8, 64_000, 20_000)  # (widths,) d_model
+    width = np.geomspace(ASPECT, 64_000, 20_000)  # (widths,) d_model, from one layer up
     n_e = 12 * (width / ASPECT) * width**2  # Kaplan Eq. 2.1: 12 · n_layer · d_model²
     n_all = n_e + (VOCAB + CONTEXT) * width  # (widths,) the tables counted in
     tokens = np.asarray(compute, dtype=float)[:, None] / (6 * n_e)  # (budgets, widths)

@@ -186,10 +186,10 @@ def plan(cfg, surface: LossSurface | None, device, sweep_fit: Allocation | None 
           f"{shape[0]}x{shape[1]}, {all_parameters(*shape, vocab, cfg.BLOCK_SIZE):,.0f} parameters\n"
           f"train it: {command}")
     if not ours:
-        decades = np.log10(SMALLEST_FITTED / compute)
+        below = np.log10(SMALLEST_FITTED / compute)
+        where = f"{below:.1f} decades above this budget, and" if below > 0 else "and"
         print(f"an extrapolation: the {cfg.PLAN_CONSTANTS} constants were fitted to subword tokens at "
-              f"{SMALLEST_FITTED:.1e} FLOPs and more, {decades:.1f} decades above this budget, and these "
-              "tokens are characters")
+              f"{SMALLEST_FITTED:.1e} FLOPs and more, {where} these tokens are characters")
     if sweep_fit is not None and np.isfinite(sweep_fit.a):
         own = sweep_fit.n_scale * budget**sweep_fit.a
         print(f"the sweep's own Approach 2 (kaplan counting, N_opt ∝ C^{sweep_fit.a:.2f}), carried to C = "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from phase1_foundation.project4_scaling.bootstrap import bootstrap
+from phase1_foundation.project4_scaling.bootstrap import MIN_SHARE, bootstrap
 from phase1_foundation.project4_scaling.chinchilla import isoflop_minimum, isoflop_parabola
 from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, Sweep, read_results
 
@@ -71,12 +71,15 @@ def measured(path: Path, budget: float) -> dict | None:
 
 
 def describe(predicted: dict, resamples: int) -> None:
-    """Print the prediction and its intervals."""
+    """Print the prediction and its intervals, and say when too few refits gave one for the interval to be
+    more than the interval of those that did."""
     budget, interval = predicted["budget"], predicted["interval"]
+    kept = interval["n_opt"].succeeded
     print(f"\npredict, then train: the kaplan counting's minima carried to C = {budget:.3g} "
           f"(N_opt ∝ C^{predicted['a']:.2f}, L_opt ∝ C^-{predicted['gamma']:.3f}); 80% intervals over "
-          f"{resamples} resamples of the seeds' noise, {interval['n_opt'].succeeded}/{resamples} of which "
-          "kept every budget's minimum")
+          f"{resamples} resamples of the measured noise, {kept}/{resamples} of which kept every budget's "
+          "minimum" + ("" if interval["n_opt"].enough else f" (under {MIN_SHARE:.0%}: the intervals are of "
+                                                           f"those {kept} alone)"))
     if not np.isfinite(predicted["n_opt"]):
         print("  no prediction: a budget's parabola has no minimum inside its sizes")
         return

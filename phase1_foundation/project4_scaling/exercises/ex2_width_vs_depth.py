@@ -86,10 +86,10 @@ at 2.540; 1x32 0.018 above it and 15x8, a stream of 8 numbers through 15 single-
 the same budget, moves the loss by 0.201, up, not down: at 2e10 and 4e10 FLOPs, on either side of this
 budget, the chapter's sweep has its best runs at 3,312 parameters, so twice 12,768 on half the tokens loses.
 So the shape moved the loss by two thirds of what doubling N did, and not in order of the aspect ratio. How
-much of that is the shape? The chapter's noise measurement, at 2e10 FLOPs, found seeds of runs of
-comparable length (1x32, 510 steps; 2x16, 988; these, about 750) within 0.016 and 0.045 of each other:
-below the gaps of 2x24 and 15x8 (0.137, 0.084), not below 4x16's 0.018 to 1x32 (its shortest run, 2x32 at
-256 steps, spread 0.163). Kaplan compared models of
+much of that is the shape? The chapter's noise measurement, at 1e10 and 2e10 FLOPs, found the seeds of
+runs of comparable length (494 to 988 steps; these, about 750) between 0.011 and 0.209 apart (2x16 at 1e10
+the widest), a range that holds every gap here: at this length one seed per shape cannot separate the shape
+from luck. Kaplan compared models of
 millions of parameters trained far longer; "the shape hardly matters" is a finding at that scale. The same
 FLOPs took 10 s as 1x32 and 51 s as 15x8, whose 15 small layers run one after another.
 """

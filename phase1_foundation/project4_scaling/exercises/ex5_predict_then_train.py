@@ -52,8 +52,9 @@ already trained, the exercise took 9 s. The sweep's minima (N_opt ∝ C^0.45, L_
 N_opt = 4,586 non-embedding parameters (80% interval 2,140 to 6,212; 70 of 100 refits kept every budget's
 minimum) and a loss of 2.149 at it (2.108 to 2.211). The runs measured: 1 x 16 2.167, 2 x 16 2.148, 1 x 32
 2.027, 2 x 32 2.180, 2 x 48 2.340, 2 x 64 2.565. Their parabola's minimum lies at N = 9,963 with a loss of
-2.076; the best run is 1 x 32, 12,768 parameters, at 2.027. The prediction missed both ways: the best size is
-twice the predicted one and the loss 0.07 below the interval (0.12 for the best run). The interval held the
+2.076; the best run is 1 x 32, 12,768 parameters, at 2.027. The prediction missed both ways: the parabola's
+minimum lies at twice the predicted size (the best run at 2.8 times), and its loss 0.03 below the interval
+(the best run's 0.08). The interval, of the 70 refits that kept every minimum, held the
 seeds' noise, not the law's error: the law was fitted where most runs had barely left the bigram model's
 plateau, and at four times the compute the best model got well past it, faster than a power law through
 three such budgets allows. A scaling law predicts only where its form holds; the larger run is the test.

@@ -24,6 +24,7 @@ from phase1_foundation.project4_scaling.bootstrap import (
     Interval,
     bootstrap,
     noise_by_length,
+    pools_of,
     resampled,
     seed_deviations,
 )
@@ -299,6 +300,25 @@ def test_an_exponent_is_determined_by_enough_refits_and_a_narrow_interval():
     assert Interval(0.0, 5.0, 100, 100, max_width=np.inf).determined  # a prediction's, in its own units
 
 
+def test_the_noise_of_some_runs_travels_with_them_and_a_pool_per_run_must_match_the_runs():
+    sweep = synthetic_sweep(noise=0.0, budgets=(1e18, 2e18, 4e18))
+    pools = [np.array([0.01 * i, -0.01 * i]) for i in range(sweep.loss.size)]
+    kept = sweep.budget > 1e18
+    assert [p[0] for p in pools_of(pools, kept)] == [0.01 * i for i in np.flatnonzero(kept)]
+    flat = np.array([0.01, -0.01])
+    assert pools_of(flat, kept) is flat
+    with pytest.raises(ValueError, match="pools of noise for"):
+        next(resampled(sweep.take(kept), pools))
+    # one counting loses a budget the other keeps: both refitted on the budgets they share, each run with
+    # its own noise
+    falling = sweep.loss.copy()
+    at = sweep.budget == 1e18
+    falling[at] = np.linspace(3.0, 2.0, at.sum())  # the loss falls with N: no minimum inside the sizes
+    shared = laws.on_shared_budgets(sweep, sweep.with_loss(falling), pools, resamples=5)
+    assert shared["budgets"] == [2e18, 4e18]
+    assert shared["kaplan"]["interval"]["a"].resamples == 5
+
+
 def test_each_run_draws_its_noise_from_the_seeds_at_the_nearest_run_lengths():
     measured = [(1e5, np.array([0.3, -0.3])), (1e6, np.array([0.02, -0.02])), (4e6, np.array([0.01, -0.01])),
                 (2e5, np.array([0.2, -0.2]))]
@@ -381,7 +401,7 @@ def test_chinchillas_own_runs_give_the_three_approaches_and_besiroglu_et_als_ref
     assert "240 of Hoffmann et al.'s runs" in printed and "(4/4)" in printed
     assert "Approach 2 on the 160 runs within a factor 1.2 of the paper's nine IsoFLOP budgets" in printed
     assert printed.count("N_opt = ") == 9 and "nearly least absolute deviations" in printed
-    assert "C from 1e+13 to 1e+18: a = 0.84" in printed  # the counting alone (Pearce & Song)
+    assert "C from 1e+15 to 1e+18: a = 0.91" in printed  # the counting alone (Pearce & Song)
     assert [path.name for path in numbers["plots"]] == ["chinchilla_isoflops.png", "chinchilla_residuals.png",
                                                         "chinchilla_runs.png"]
     assert all(path.read_bytes().startswith(b"\x89PNG") for path in numbers["plots"])
@@ -406,6 +426,10 @@ def test_the_counting_alone_turns_a_surface_of_a_half_into_kaplans_exponent_at_s
     # App. F counts the embedding lookup as a matmul, and the logits: 46% of the 1 x 8 model's FLOPs here
     one_by_eight = GPTConfig(vocab_size=101, block_size=64, n_layer=1, n_head=1, n_embd=8)
     assert pearce_song.embedding_flops_share(one_by_eight) == pytest.approx(0.461, abs=0.001)
+    for (n_layer, d_model), share in (((1, 16), 0.378), ((2, 64), 0.100)):  # 38% and 10%: the README's
+        config = GPTConfig(vocab_size=101, block_size=64, n_layer=n_layer, n_head=d_model // 8,
+                           n_embd=d_model)
+        assert pearce_song.embedding_flops_share(config) == pytest.approx(share, abs=0.001)
 
 
 PAPER_A3 = chinchilla.PAPER_EXPONENTS["Chinchilla Approach 3"][0]

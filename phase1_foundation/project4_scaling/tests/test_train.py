@@ -190,9 +190,12 @@ def test_download_data_says_what_the_longest_run_needs(tiny, capsys):
             "kaplan_1e12_2x16, kaplan_1e12_1x32") in out
 
 
-def test_the_planner_turns_minutes_into_a_run_that_train_py_trains(tiny, tmp_path):
+def test_the_planner_turns_minutes_into_a_run_that_train_py_trains(tiny, tmp_path, capsys):
     train.main(tiny)
     numbers = laws.main(tiny + ["--RESAMPLES=2", "--PLAN_MINUTES=0.002", "--PLAN_CONSTANTS=paper-rounded"])
+    printed = capsys.readouterr().out
+    assert ("an extrapolation: the paper-rounded constants were fitted to subword tokens at 1.4e+18 "
+            "FLOPs and more") in printed and "decades above this budget" in printed
     plan = numbers["plan"]
     assert plan["flops_per_second"] > 0
     assert plan["compute"] == pytest.approx(0.002 * 60 * plan["flops_per_second"])
