@@ -32,12 +32,21 @@ def check_attention(course, yours, case):
                 mine.load_state_dict(ref.state_dict())
                 x = torch.randn(2, T, 32)
                 c.close(mine(x), ref(x))
-    with case("explicit path without the mask (causal=False)", given="x = torch.randn(2, 9, 32)") as c:
-        ref = course.CausalSelfAttention(_config(course, fast_attention=False, causal=False)).eval()
-        mine = yours.CausalSelfAttention(_config(yours, fast_attention=False, causal=False)).eval()
-        mine.load_state_dict(ref.state_dict())
-        x = torch.randn(2, 9, 32)
-        c.close(mine(x), ref(x))
+    for fast in (False, True):
+        path = "fast" if fast else "explicit"
+        with case(f"{path} path without the mask (causal=False)", given="x = torch.randn(2, 9, 32)") as c:
+            ref = course.CausalSelfAttention(_config(course, fast_attention=fast, causal=False)).eval()
+            mine = yours.CausalSelfAttention(_config(yours, fast_attention=fast, causal=False)).eval()
+            mine.load_state_dict(ref.state_dict())
+            x = torch.randn(2, 9, 32)
+            c.close(mine(x), ref(x))
+        with case(f"{path} path in eval mode with dropout = 0.5: no dropout at all",
+                  given="x = torch.randn(2, 7, 32), model.eval()") as c:
+            ref = course.CausalSelfAttention(_config(course, fast_attention=fast, dropout=0.5)).eval()
+            mine = yours.CausalSelfAttention(_config(yours, fast_attention=fast, dropout=0.5)).eval()
+            mine.load_state_dict(ref.state_dict())
+            x = torch.randn(2, 7, 32)
+            c.close(mine(x), ref(x))
     with case("gradients flow back to the input", given="x = torch.randn(1, 6, 32), explicit path") as c:
         ref = course.CausalSelfAttention(_config(course, fast_attention=False)).eval()
         mine = yours.CausalSelfAttention(_config(yours, fast_attention=False)).eval()
@@ -86,6 +95,23 @@ def _tiny_gpt(seed: int):
     return model
 
 
+def _contexts_fed(module, prompt: torch.Tensor) -> list[torch.Tensor]:
+    """The contexts a greedy generate() of `module` feeds the model, step by step, whichever of the model's
+    entry points it calls (model(...) or model.hidden_states(...))."""
+    model, seen = _tiny_gpt(0), []
+    for name in ("forward", "hidden_states"):
+        original = getattr(model, name)
+
+        def spy(context, *args, _original=original, **kwargs):
+            if not seen or seen[-1] is not context:
+                seen.append(context)
+            return _original(context, *args, **kwargs)
+
+        setattr(model, name, spy)
+    module.generate(model, prompt, 3, top_k=1)
+    return [context.clone() for context in seen]
+
+
 def check_generate(course, yours, case):
     model = _tiny_gpt(0)
     prompt = torch.randint(0, 12, (3, 5))
@@ -96,6 +122,14 @@ def check_generate(course, yours, case):
         long = torch.randint(0, 12, (2, 11))
         out = yours.generate(model, long, 3, top_k=1)
         c.equal(out, course.generate(model, long, 3, top_k=1))
+    with case("the model is fed exactly the last block_size (8) tokens at every step",
+              given="prompt of 11 tokens, 3 new ones: the contexts the model's forward receives") as c:
+        long = torch.randint(0, 12, (2, 11))
+        fed = {name: _contexts_fed(module, long) for name, module in (("yours", yours), ("course", course))}
+        c.equal([t.shape[1] for t in fed["yours"]], [t.shape[1] for t in fed["course"]],
+                "the context length fed to the model at each step")
+        for step, (mine, ref) in enumerate(zip(fed["yours"], fed["course"], strict=True)):
+            c.equal(mine, ref, f"the context fed at step {step}")
     N = 6000
     one = torch.randint(0, 12, (1, 4))
     with torch.no_grad():
@@ -168,9 +202,14 @@ TASKS = [
         tests=(TESTS + "test_model.py::test_logits_match_transformers",
                TESTS + "test_model.py::test_changing_token_t_never_changes_earlier_logits",
                TESTS + "test_model.py::test_attention_paths_agree_in_eval_and_in_train_without_dropout",
-               TESTS + "test_model.py::test_dropout_acts_in_train_mode_only"),
+               TESTS + "test_model.py::test_dropout_acts_in_train_mode_only",
+               TESTS + "test_model.py::test_causality_check_fails_without_the_mask"),
         mistakes=(
             Mistake("no 1/sqrt(hs) scaling", (("/ math.sqrt(k.size(-1))", ""),)),
+            Mistake("the fast path always causal, whatever self.causal says",
+                    (("is_causal=self.causal", "is_causal=True"),)),
+            Mistake("attention dropout on the fast path in eval mode too",
+                    (("dropout_p = self.dropout if self.training else 0.0", "dropout_p = self.dropout"),)),
             Mistake("the mask off by one: each query also sees the next key",
                     (("~self.mask[:T, :T]", "~torch.ones_like(self.mask[:T, :T]).tril(1)"),)),
             Mistake("softmax over the queries' axis instead of the keys'",
@@ -275,6 +314,8 @@ TASKS = [
                     (("min(top_k, logits.size(-1))", "min(top_k + 1, logits.size(-1))"),)),
             Mistake("the context not cropped to block_size",
                     (("idx[:, -model.config.block_size :]", "idx"),)),
+            Mistake("the context cropped to block_size - 1",
+                    (("idx[:, -model.config.block_size :]", "idx[:, -model.config.block_size + 1 :]"),)),
             Mistake("always the likeliest token, never a sample",
                     (("torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)",
                       "logits.argmax(-1, keepdim=True)"),)),

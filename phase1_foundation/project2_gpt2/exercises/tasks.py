@@ -68,6 +68,11 @@ def check_kv_attention(course, yours, case):
                 ref, mine = _twins(course, yours, "CausalSelfAttention", fast_attention=fast)
                 x = torch.randn(2, T, 32)
                 c.close(mine(x), ref(x))
+        with case(f"{path} path in eval mode with dropout = 0.5: no dropout at all",
+                  given="x = torch.randn(2, 7, 32), model.eval()") as c:
+            ref, mine = _twins(course, yours, "CausalSelfAttention", fast_attention=fast, dropout=0.5)
+            x = torch.randn(2, 7, 32)
+            c.close(mine(x), ref(x))
         for prompt in (5, 1):
             with case(f"{path} path, a prompt of {prompt} through an empty cache, then one token at a time",
                       given=f"x = torch.randn(2, 16, 32): x[:, :{prompt}], then x[:, t:t+1] for t = "
@@ -259,8 +264,11 @@ TASKS = [
         tests=(TESTS + "test_model.py::test_cached_logits_equal_the_full_forward_pass",
                TESTS + "test_model.py::test_greedy_with_cache_equals_greedy_without",
                TESTS + "test_model.py::test_changing_token_t_never_changes_earlier_logits",
-               TESTS + "test_model.py::test_attention_paths_agree_in_values_and_gradients"),
+               TESTS + "test_model.py::test_attention_paths_agree_in_values_and_gradients",
+               TESTS + "test_model.py::test_dropout_acts_in_train_mode_only"),
         mistakes=(
+            Mistake("attention dropout on the fast path in eval mode too",
+                    (("dropout_p = self.dropout if self.training else 0.0", "dropout_p = self.dropout"),)),
             Mistake("attends before appending: the new token misses its own key",
                     (("k, v = self.cache.append(k, v)",
                       "held = self.cache.length\n            k, v = self.cache.append(k, v)\n"

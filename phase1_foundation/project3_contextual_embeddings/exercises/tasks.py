@@ -60,6 +60,15 @@ def check_attention(course, yours, case):
                 mask = _padding_mask(lengths, T) if lengths else None
                 angles = (cos[:T], sin[:T]) if rotary else None
                 c.close(mine(x, mask, angles), ref(x, mask, angles))
+    for fast in (False, True):
+        with case(f"{'fast' if fast else 'explicit'} path in eval mode with dropout = 0.5: no dropout at all",
+                  given="x = torch.randn(2, 5, 32), real lengths [5, 3], model.eval()") as c:
+            config = dict(SMALL, fast_attention=fast, dropout=0.5)
+            ref = course.BidirectionalSelfAttention(course.BertConfig(**config)).eval()
+            mine = yours.BidirectionalSelfAttention(yours.BertConfig(**config)).eval()
+            mine.load_state_dict(ref.state_dict())
+            x, mask = torch.randn(2, 5, 32), _padding_mask([5, 3], 5)
+            c.close(mine(x, mask), ref(x, mask))
     with case("gradients flow back to the input", given="x = torch.randn(2, 6, 32), real lengths [6, 3], "
               "explicit path") as c:
         ref = course.BidirectionalSelfAttention(course.BertConfig(**SMALL, fast_attention=False)).eval()
@@ -147,15 +156,15 @@ def _check_masking(c, ids, masked, labels, module, vocab_size, mlm_prob):
         c.fail(f"row {row}, position {t} was not chosen (its label is IGNORE) yet changed from "
                f"{ids[row, t].item()} to {masked[row, t].item()}; only chosen tokens are corrupted")
     n = ordinary.sum(1).double()  # (B,)
-    low = torch.floor(n * mlm_prob + 0.5 - 1e-6).clamp(min=1)  # round(), either way at an exact half
-    high = torch.floor(n * mlm_prob + 0.5 + 1e-6).clamp(min=1)
-    low, high = torch.where(n > 0, low, 0), torch.where(n > 0, high, 0)
+    # round() as Python's and torch's: an exact half to the even neighbour (4.5 -> 4), as the chapter's test
+    expected = torch.where(n > 0, (n * mlm_prob).round().clamp(min=1), 0)
     count = chosen.sum(1).double()
-    bad = (count < low) | (count > high)
+    bad = count != expected
     if bad.any():
         row = bad.nonzero()[0].item()
         c.fail(f"row {row} has {int(n[row])} ordinary tokens and {int(count[row])} chosen; choose exactly "
-               f"max(1, round({int(n[row])} * {mlm_prob})) = {int(low[row])}")
+               f"max(1, round({int(n[row])} * {mlm_prob})) = {int(expected[row])} (round() takes an exact "
+               "half to the even neighbour)")
     replaced = chosen & (masked != module.MASK_ID) & (masked != ids)
     if replaced.any() and (masked[replaced].min() < n_special or masked[replaced].max() >= vocab_size):
         bad_id = masked[replaced][(masked[replaced] < n_special) | (masked[replaced] >= vocab_size)][0].item()
@@ -200,6 +209,15 @@ def check_mask_tokens(course, yours, case):
                     t = off.nonzero()[0].item()
                     c.fail(f"the random token was {t + course.N_SPECIAL} {share[t]:.3f} of the time; each "
                            f"of the {V - course.N_SPECIAL} ordinary ids should be {expected:.3f}")
+    with case("rows whose 15% is an exact half: round() to the even neighbour",
+              given="rows of 30, 70 and 110 ordinary tokens, mlm_prob = 0.15: 4.5, 10.5, 16.5 -> 4, 10, "
+              "16") as c:
+        rows = [[course.CLS_ID, *(10 + (torch.arange(k) % 30)).tolist(), course.SEP_ID]
+                + [course.PAD_ID] * (110 - k) for k in (30, 70, 110)]
+        ids = torch.tensor(rows)
+        masked, labels = yours.mask_tokens(ids.clone(), vocab_size=40,
+                                           generator=torch.Generator().manual_seed(3))
+        _check_masking(c, ids, masked, labels, course, 40, 0.15)
     with case("every ordinary position is equally likely to be chosen",
               given="4,000 rows of [CLS] 10 words [SEP] 10 words [SEP] [PAD] [PAD], mlm_prob = 0.15: "
               "3 of the 20 words chosen in each row") as c:
@@ -458,8 +476,11 @@ TASKS = [
                TESTS + "test_model.py::test_rotary_positions_match_roformer",
                TESTS + "test_model.py::test_padding_never_changes_real_positions",
                TESTS + "test_model.py::test_changing_a_later_token_changes_every_earlier_position",
-               TESTS + "test_model.py::test_attention_paths_agree_in_eval_and_in_train_without_dropout"),
+               TESTS + "test_model.py::test_attention_paths_agree_in_eval_and_in_train_without_dropout",
+               TESTS + "test_model.py::test_dropout_acts_in_train_mode_only"),
         mistakes=(
+            Mistake("attention dropout on the fast path in eval mode too",
+                    (("dropout_p = self.dropout if self.training else 0.0", "dropout_p = self.dropout"),)),
             Mistake("the padding mask over the queries' axis instead of the keys'",
                     (("attn_mask=mask,", "attn_mask=None if mask is None else mask.transpose(-2, -1),"),
                      ("att.masked_fill(~mask,", "att.masked_fill(~mask.transpose(-2, -1),"))),
@@ -557,6 +578,8 @@ TASKS = [
             Mistake("a coin per token instead of exactly round(n * mlm_prob) per row",
                     (("chosen = rank < count[:, None]",
                       "chosen = ordinary & (torch.rand(ids.shape, generator=generator) < mlm_prob)"),)),
+            Mistake("an exact half rounded up, not to the even neighbour",
+                    (("(n * mlm_prob).round()", "(n * mlm_prob + 0.5).floor()"),)),
             Mistake("labels at every ordinary token, not only the chosen",
                     (("labels = torch.where(chosen, ids, IGNORE)",
                       "labels = torch.where(ordinary, ids, IGNORE)"),)),
