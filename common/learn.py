@@ -7,10 +7,15 @@
     uv run learn solution 1.attention  show the course's version (--apply puts it back)
     uv run learn reset 1.attention     put the course's version back; yours is saved in .learn/saved/ first
 
-The course's version of each function is git's (the commit you cloned), and `start` keeps a copy of it until
-the task is reset, so you may commit your own. learn keeps its notes in .learn/ (ignored by git): the tasks
-under way, the course's functions they replaced, the hints seen, the last check, and every version of
-yours it replaced.
+    uv run learn next                  the next task in the chapters' reading order that is not done
+    uv run learn status                which commit is the course's version, and how far you are
+
+The course's version of each function is fixed: the commit where your branch leaves the course's (the
+merge-base with the remote you cloned, origin), or, in a copy without that remote, the commit learn first ran
+at. Your own commits never become the reference. `start` also keeps a copy of each function it replaces until
+the task is reset. learn keeps its notes in .learn/ (ignored by git): the course's commit, the tasks under
+way, the course's functions they replaced, the hints seen, the last check, and every version of yours it
+replaced.
 """
 
 import argparse
@@ -31,6 +36,8 @@ from common.learn_source import get_function, replace_function, stub
 ROOT = Path(__file__).resolve().parents[1]
 NOTES = ROOT / ".learn"  # state.json, course/<task id>.json (the course's functions), saved/
 TIMEOUTS = {"compare": 300, "tests": 1200}  # seconds; a function that never returns ends the check
+COURSE_KEY = "course"  # state.json's entry for the course's commit, beside one entry per task id
+COURSE = ("HEAD", "")  # (commit, how it was chosen): set by main() from course_commit()
 
 
 class LearnError(Exception):
@@ -61,10 +68,23 @@ def kept(task: Task) -> Path:
     return NOTES / "course" / f"{task.id}.json"
 
 
+def course_commit(state: "State") -> tuple[str, str]:
+    """(commit, how it was chosen): the merge-base of HEAD with origin's branch, where the course's history
+    ends and yours begins; without that remote, the commit learn first ran at, kept in `state`."""
+    remote = subprocess.run(["git", "-C", str(ROOT), "merge-base", "HEAD", "refs/remotes/origin/HEAD"],
+                            capture_output=True, text=True, check=False)
+    if remote.returncode == 0 and remote.stdout.strip():
+        return remote.stdout.strip(), "where your branch leaves origin's"
+    if "commit" not in state.data.get(COURSE_KEY, {}):
+        state.data[COURSE_KEY] = {"commit": git("rev-parse", "HEAD").strip()}
+        state.save()
+    return state.data[COURSE_KEY]["commit"], "the commit learn first ran at (no remote named origin)"
+
+
 def course_text(path: str, tasks: list[Task]) -> str:
-    """The course's version of a file: git's HEAD, with the functions of each task under way as they were
-    when it started (you may have committed your own since)."""
-    text = git("show", f"HEAD:./{path}")
+    """The course's version of a file: as it stands at course_commit(), with the functions of each task
+    under way as they were when it started."""
+    text = git("show", f"{COURSE[0]}:./{path}")
     for task in tasks:
         if task.file == path and kept(task).exists():
             text = with_functions(text, task, json.loads(kept(task).read_text(encoding="utf-8")))
@@ -363,8 +383,27 @@ def cmd_check(chosen: list[Task], state: State, tasks: list[Task], _args) -> int
     return 0 if all_passed else 1
 
 
+def cmd_next(chosen: list[Task], state: State, tasks: list[Task], _args) -> int:
+    """The first task, in the chapters' reading order (each tasks.py's order), that has not passed."""
+    for task in chosen:
+        if status(task, state, tasks) != "✓":
+            print(f"next: {task.id} {STARS[task.difficulty]}  {task.title}  ({where(task)})\n"
+                  f"  uv run learn start {task.id}")
+            return 0
+    print("every task has passed its check")
+    return 0
+
+
+def cmd_status(chosen: list[Task], state: State, tasks: list[Task], _args) -> int:
+    commit, how = COURSE
+    done = [task for task in chosen if status(task, state, tasks) == "✓"]
+    print(f"the course's version: commit {commit[:12]} ({how})")
+    print(f"{len(done)} of {len(chosen)} tasks pass their check; `uv run learn next` names the next one")
+    return 0
+
+
 COMMANDS = {"list": cmd_list, "start": cmd_start, "check": cmd_check, "hint": cmd_hint,
-            "solution": cmd_solution, "reset": cmd_reset}
+            "solution": cmd_solution, "reset": cmd_reset, "next": cmd_next, "status": cmd_status}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -381,15 +420,18 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [i for i in args.ids if i not in known]
         if unknown:
             raise LearnError(f"no task {unknown[0]}; `uv run learn list` shows the ids")
-        if not args.ids and args.command != "list":
+        if not args.ids and args.command not in ("list", "next", "status"):
             raise LearnError(f"say which task: `uv run learn {args.command} 1.attention`; "
                              "`uv run learn list` shows them all")
         if args.apply and args.command != "solution":
             raise LearnError("--apply goes with `solution`")
+        state = State()
         if args.command != "hint":
             require_git()
+            global COURSE
+            COURSE = course_commit(state)
         chosen = [known[i] for i in args.ids] if args.ids else tasks
-        code = COMMANDS[args.command](chosen, State(), tasks, args)
+        code = COMMANDS[args.command](chosen, state, tasks, args)
     except LearnError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -17,6 +17,7 @@ import linecache
 import math
 import os
 import random
+import re
 import sys
 import traceback
 import types
@@ -266,6 +267,26 @@ def run_tests(node_ids: list[str]) -> list[Result]:
     if code not in (0, 1) or not results:  # collection failed: a test file did not import, a node is missing
         results.append(Result("the chapter's tests could be collected", False, f"pytest exited {int(code)}"))
     return results
+
+
+STUB = re.compile(r"NotImplementedError\(['\"](\d+\.\w+): " + NOT_WRITTEN)
+
+
+def stubs_in(package: str) -> list[str]:
+    """The learn tasks still a stub in the loaded modules of `package` ("phase1_foundation.project1_gpt"):
+    the functions a run of the chapter would stop at, after minutes, with NotImplementedError."""
+    found = set()
+    for name, module in list(sys.modules.items()):
+        if name.startswith(package + ".") and getattr(module, "__file__", None):
+            found |= set(STUB.findall(Path(module.__file__).read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+def stub_message(stubs: list[str]) -> str:
+    """The one line an entry point prints before refusing to start on a stub."""
+    return (f"{', '.join(stubs)} {'is' if len(stubs) == 1 else 'are'} still a stub, which this run would "
+            f"call: write it and `uv run learn check {stubs[0]}`, or put the course's back with "
+            f"`uv run learn solution {stubs[0]} --apply`")
 
 
 def all_tasks(root) -> list[Task]:

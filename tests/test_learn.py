@@ -7,7 +7,9 @@ in a temporary folder. Nothing here writes into the checkout.
 """
 
 import importlib.util
+import os
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -310,3 +312,65 @@ def test_start_of_several_tasks_writes_nothing_when_one_is_refused(clone, learn)
         assert learn(clone, "reset", block.id).returncode == 0 and path.read_bytes() == before
     finally:
         path.write_bytes(before)
+
+
+def test_a_function_committed_without_learn_start_never_becomes_the_reference(clone, learn, tmp_path):
+    task = BY_ID["1.block"]
+    git = ["-c", "user.name=learner", "-c", "user.email=l@x"]
+    course_head = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True,
+                                 text=True, check=True).stdout.strip()
+    # a learner's clone, with the course as origin, and a copy without a remote: both keep the course's commit
+    cloned = tmp_path / "cloned"
+    subprocess.run(["git", "clone", "-q", str(clone), str(cloned)], check=True, capture_output=True)
+    for folder, how in ((cloned, "where your branch leaves origin's"),
+                        (clone, "the commit learn first ran at")):
+        first = learn(folder, "status")
+        assert first.returncode == 0 and f"commit {course_head[:12]} ({how}" in first.stdout
+        path = folder / task.file
+        before = path.read_bytes()
+        try:
+            text = path.read_text(encoding="utf-8")
+            wrong = with_mistake(functions_of(text, task), task.mistakes[1])
+            path.write_text(replace_function(text, "Block.forward", wrong["Block.forward"]), encoding="utf-8")
+            subprocess.run(["git", "-C", str(folder), *git, "commit", "-qam", "my block, no learn start"],
+                           check=True, capture_output=True)
+            checked = learn(folder, "check", task.id)
+            assert checked.returncode == 1 and f"✗ {task.id}" in checked.stdout
+            assert f"commit {course_head[:12]}" in learn(folder, "status").stdout
+        finally:
+            subprocess.run(["git", "-C", str(folder), "reset", "-q", "--hard", course_head], check=False,
+                           capture_output=True)
+            path.write_bytes(before)
+
+
+def test_next_names_the_first_task_in_reading_order_that_has_not_passed(clone, learn):
+    shown = learn(clone, "next")
+    assert shown.returncode == 0 and shown.stdout.startswith("next: ")
+    first = shown.stdout.split()[1]
+    assert first in BY_ID and "uv run learn start " + first in shown.stdout
+    listed = [line.split()[0] for line in learn(clone, "list").stdout.splitlines()
+              if line.split()[:1] and line.split()[0] in BY_ID]
+    assert listed == [task.id for task in TASKS]
+
+
+def test_a_chapters_train_py_refuses_to_start_on_a_stub_in_one_line(clone):
+    """train.py runs for minutes before it reaches a sampling function: a stub must stop it at the start."""
+    task = BY_ID["1.sampling"]
+    path = clone / task.file
+    before = path.read_text(encoding="utf-8")
+    try:
+        (name, source), = functions_of(before, task).items()
+        stubbed = stub(source, ["write me"], f"{task.id}: {NOT_WRITTEN}")
+        path.write_text(replace_function(before, name, stubbed), encoding="utf-8")
+        run = subprocess.run([sys.executable, "phase1_foundation/project1_gpt/train.py", "--DEVICE=cpu"],
+                             cwd=clone, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "PYTHONPATH": str(clone)})
+        assert run.returncode == 1 and run.stdout == ""
+        assert run.stderr.strip().count("\n") == 0
+        assert run.stderr.startswith("error: 1.sampling is still a stub")
+        assert "uv run learn check 1.sampling" in run.stderr
+    finally:
+        path.write_text(before, encoding="utf-8")
+    for chapter in ("project1_gpt", "project2_gpt2", "project3_contextual_embeddings", "project4_scaling"):
+        assert f'stubs_in("phase1_foundation.{chapter}")' in (ROOT / "phase1_foundation" / chapter /
+                                                                "train.py").read_text(encoding="utf-8")

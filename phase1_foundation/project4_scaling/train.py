@@ -35,6 +35,7 @@ from common.baselines import bigram_cross_entropy, unigram_cross_entropy
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, seed_everything
 from common.interrupt import GracefulInterrupt
+from common.learn_check import stub_message, stubs_in
 from common.metrics import check_finite, matmul_flops, save_summary
 from common.optim import adamw, set_lr, warmup_cosine
 from common.progress import progress_bar
@@ -271,4 +272,6 @@ def main(argv: list[str] | None = None) -> list[dict] | dict:
 
 
 if __name__ == "__main__":
+    if stubs := stubs_in("phase1_foundation.project4_scaling"):  # a learn task started and not yet written
+        raise SystemExit(f"error: {stub_message(stubs)}")
     main()
