@@ -278,6 +278,64 @@ def check_answer_scores(course, yours, case):
             _same_scores(c, yours.answer_scores(written, answers), course.answer_scores(written, answers))
 
 
+# ---- 4.chinchilla_allocation and 4.prediction --------------------------------------------------------------
+
+
+def check_allocation(course, yours, case):
+    planner = importlib.import_module(f"{CHAPTER}.planner")
+    surfaces = {**planner.PUBLISHED_SURFACES,
+                "alpha above beta": course.LossSurface(E=1.5, A=900.0, B=150.0, alpha=0.45, beta=0.25)}
+    for name, surface in surfaces.items():
+        for compute in (6.0, 2.21e19, 3.14e23, np.array([1e15, 1e18, 1e21, 1e24])):
+            with case(f"{name} constants at C = {compute}", given=f"{surface}, compute = {compute!r}") as c:
+                mine = yours.ChinchillaPlanner(surface).get_optimal_params_and_tokens(compute)
+                ref = course.ChinchillaPlanner(surface).get_optimal_params_and_tokens(compute)
+                c.true(isinstance(mine, tuple) and len(mine) == 2, "return (N_opt, D_opt)")
+                for what, a, b in zip(("N_opt", "D_opt"), mine, ref, strict=True):
+                    c.close(torch.as_tensor(np.asarray(a, dtype=float)),
+                            torch.as_tensor(np.asarray(b, dtype=float)), what, atol=0.0, rtol=1e-9)
+    with case("6 N_opt D_opt spends exactly C", given="epoch-2024 constants, C from 1e15 to 1e24") as c:
+        compute = np.geomspace(1e15, 1e24, 10)
+        n, d = yours.ChinchillaPlanner("epoch-2024").get_optimal_params_and_tokens(compute)
+        c.close(torch.as_tensor(6 * np.asarray(n) * np.asarray(d)), torch.as_tensor(compute), "6 N_opt D_opt",
+                atol=0.0, rtol=1e-9)
+
+
+def _runs_of(course, surface, budgets, spacing: float = 1.6):
+    """A kaplan-counted IsoFLOP sweep of `surface`: seven sizes around each budget's optimum."""
+    planner = importlib.import_module(f"{CHAPTER}.planner")
+    results = importlib.import_module(f"{CHAPTER}.results")
+    n_opt, _ = planner.ChinchillaPlanner(surface).get_optimal_params_and_tokens(np.asarray(budgets))
+    n = (n_opt[:, None] * spacing ** np.arange(-3, 4)[None, :]).ravel()
+    budget = np.repeat(budgets, 7)
+    d = budget / (6 * n)
+    return results.Sweep("kaplan", budget, n, d, budget, surface.loss(n, d))
+
+
+def check_prediction(course, yours, case):
+    chinchilla = importlib.import_module(f"{CHAPTER}.chinchilla")
+    truth = chinchilla.LossSurface(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)
+    for budgets, ahead in (((1e18, 2e18, 4e18), 4.0), ((1e19, 1e20, 1e21), 10.0), ((3e17, 6e17), 8.0)):
+        runs = _runs_of(course, truth, np.array(budgets))
+        target = ahead * max(budgets)
+        with case(f"budgets {budgets}: predicted at {target:.2g}", given="seven sizes a factor 1.6 apart "
+                  "around each budget's optimum of Chinchilla's surface, no noise") as c:
+            mine, ref = yours.predict(runs, target), course.predict(runs, target)
+            c.true(isinstance(mine, dict) and set(mine) >= set(ref), f"return a dict with {sorted(ref)}")
+            for key in ref:
+                _number(c, mine[key], ref[key], f"predict(...)['{key}']", rtol=1e-7)
+    with case("a budget whose minimum lies outside its sizes: no prediction (NaN)",
+              given="three budgets, the largest's runs all 30 times too small") as c:
+        runs = _runs_of(course, truth, np.array([1e18, 2e18, 4e18]))
+        shrunk = runs.n.copy()
+        shrunk[runs.budget == 4e18] /= 30
+        moved = type(runs)("kaplan", runs.budget, shrunk, runs.budget / (6 * shrunk), runs.budget,
+                           truth.loss(shrunk, runs.budget / (6 * shrunk)))
+        mine, ref = yours.predict(moved, 1.6e19), course.predict(moved, 1.6e19)
+        for key in ref:
+            _number(c, mine[key], ref[key], f"predict(...)['{key}']")
+
+
 TASKS = [
     Task(
         id="4.parameters",
@@ -447,6 +505,64 @@ TASKS = [
             Mistake("the exponents' gradients with the wrong sign",
                     (("-(pull[0] * log_n).sum()", "(pull[0] * log_n).sum()"),
                      ("-(pull[1] * log_d).sum()", "(pull[1] * log_d).sum()"))),
+        ),
+    ),
+    Task(
+        id="4.chinchilla_allocation",
+        title="Chinchilla's closed-form allocation: N_opt and D_opt from E, A, B, α, β",
+        file="phase1_foundation/project4_scaling/planner.py",
+        functions=("ChinchillaPlanner.get_optimal_params_and_tokens",),
+        difficulty=1,
+        asks="Minimise L = E + A/N^α + B/D^β subject to 6ND = C (Chinchilla Eq. 4): return (N_opt, D_opt)\n"
+             "for a budget `compute` (a number or an array), from self.surface's constants. a = β/(α+β)\n"
+             "and b = α/(α+β) are the surface's properties .a and .b.",
+        hints=(
+            "Substitute D = C / (6N): L(N) = E + A N^-α + B (C/6)^-β N^β. Set dL/dN = 0 and solve for N.",
+            "-α A N^(-α-1) + β B (C/6)^-β N^(β-1) = 0 gives N^(α+β) = (αA / (βB)) (C/6)^β. So N_opt = "
+            "G (C/6)^(β/(α+β)) with G = (αA / (βB))^(1/(α+β)).",
+            "D_opt = C / (6 N_opt) = (C/6)^(α/(α+β)) / G. Use numpy's ** so an array of budgets works.",
+        ),
+        check=check_allocation,
+        tests=(TESTS + "test_laws.py::test_the_2024_refit_gives_about_19_tokens_per_parameter_and_is_the"
+                       "_default",),
+        mistakes=(
+            Mistake("C instead of C / 6 (the 6 of C = 6ND forgotten)",
+                    (("g * (compute / 6) ** s.a, (compute / 6) ** s.b / g",
+                      "g * compute ** s.a, compute ** s.b / g"),)),
+            Mistake("G without its 1/(α+β) power", (("** (1 / (s.alpha + s.beta))", ""),)),
+            Mistake("α and β swapped in G",
+                    (("(s.alpha * s.A / (s.beta * s.B))", "(s.beta * s.A / (s.alpha * s.B))"),)),
+        ),
+    ),
+    Task(
+        id="4.prediction",
+        title="predict, then train: a sweep's minima carried to a larger budget",
+        file="phase1_foundation/project4_scaling/prediction.py",
+        functions=("predict",),
+        difficulty=2,
+        asks="From a sweep's IsoFLOP minima (minima(sweep): C, N_opt, L_opt of each budget whose parabola\n"
+             "has its minimum inside the sizes), fit N_opt ∝ C^a and L_opt ∝ C^-γ by least squares in\n"
+             "log-log and carry both to `budget`. Return {'n_opt', 'loss', 'a', 'gamma'}, all NaN when some\n"
+             "budget has no minimum inside its sizes, or fewer than two budgets have one.",
+        hints=(
+            "minima(sweep) gives three arrays (C, N_opt, L_opt), one entry per budget that kept its minimum; "
+            "compare its length with len(sweep.budgets()).",
+            "A power law is a line in logs: np.polyfit(np.log(C), np.log(N_opt), 1) gives (slope, "
+            "intercept). "
+            "The slope of ln L_opt against ln C is -γ.",
+            "N_opt(budget) = exp(intercept + slope · ln budget); the same for the loss; gamma = -slope.",
+        ),
+        check=check_prediction,
+        tests=(TESTS + "test_laws.py::test_the_prediction_carries_the_minima_to_a_larger_budget_and_the"
+                       "_command_tests_it",),
+        mistakes=(
+            Mistake("a prediction from the budgets that kept a minimum, when one lost it",
+                    (("if len(compute) < max(2, len(sweep.budgets())):", "if len(compute) < 2:"),)),
+            Mistake("gamma with the wrong sign", (('"gamma": float(-slope)', '"gamma": float(slope)'),)),
+            Mistake("the loss carried as a line in C, not a power law",
+                    (("np.polyfit(np.log(compute), np.log(loss), 1)", "np.polyfit(np.log(compute), loss, 1)"),
+                     ("float(np.exp(log_loss + slope * np.log(budget)))",
+                      "float(log_loss + slope * np.log(budget))"))),
         ),
     ),
     Task(

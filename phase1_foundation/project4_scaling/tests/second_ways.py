@@ -112,4 +112,26 @@ def answer_scores(written: Sequence[str], answers: Sequence[str]) -> dict:
             "position_product": product, "edit_distance": distance / count, "digit_accuracy": digit_accuracy,
             "prefix_exact_match": [r / count for r in prefix_right]}
 '''},
+    "4.chinchilla_allocation": {"ChinchillaPlanner.get_optimal_params_and_tokens": '''
+def get_optimal_params_and_tokens(self, compute):
+    E, A, B, alpha, beta = (self.surface.E, self.surface.A, self.surface.B, self.surface.alpha,
+                            self.surface.beta)
+    # dL/dN = 0 along D = C / 6N: alpha A N^-alpha = beta B (C/6N)^-beta, solved in logs
+    log_n = (np.log(alpha * A / (beta * B)) + beta * np.log(np.asarray(compute) / 6)) / (alpha + beta)
+    n = np.exp(log_n)
+    return n, np.asarray(compute) / (6 * n)
+'''},
+    "4.prediction": {"predict": '''
+def predict(sweep: Sweep, budget: float) -> dict[str, float]:
+    compute, n_opt, loss = minima(sweep)
+    keys = ("n_opt", "loss", "a", "gamma")
+    if len(compute) != len(sweep.budgets()) or len(compute) < 2:
+        return dict.fromkeys(keys, np.nan)
+    x = np.log(compute) - np.log(compute).mean()  # centred: the slope is the covariance over the variance
+    a = float((x * np.log(n_opt)).sum() / (x * x).sum())
+    minus_gamma = float((x * np.log(loss)).sum() / (x * x).sum())
+    at = np.log(budget) - np.log(compute).mean()
+    return {"n_opt": float(np.exp(np.log(n_opt).mean() + a * at)),
+            "loss": float(np.exp(np.log(loss).mean() + minus_gamma * at)), "a": a, "gamma": -minus_gamma}
+'''},
 }
