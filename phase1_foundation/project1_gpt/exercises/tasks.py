@@ -71,6 +71,41 @@ def check_block(course, yours, case):
                 c.close(mine(x), ref(x), atol=1e-4)
 
 
+def check_forward(course, yours, case):
+    for pre_ln, name in ((False, "post-LN (GPT-1)"), (True, "pre-LN (GPT-2)")):
+        for T in (1, 9, 16):
+            with case(f"{name}, T = {T}: logits and the mean loss", given=f"idx, targets (3, {T}) random ids "
+                      "below 23, some targets IGNORE") as c:
+                ref = course.GPT(_config(course, pre_ln=pre_ln)).eval()
+                for p in ref.parameters():  # LayerNorms away from the identity, so that each one counts
+                    torch.nn.init.normal_(p, 0.2, 0.5)
+                mine = yours.GPT(_config(yours, pre_ln=pre_ln)).eval()
+                mine.load_state_dict(ref.state_dict())
+                idx, targets = torch.randint(0, 23, (3, T)), torch.randint(0, 23, (3, T))
+                targets[0, : T // 2] = course.IGNORE
+                mine_out, ref_out = mine(idx, targets), ref(idx, targets)
+                c.true(isinstance(mine_out, tuple) and len(mine_out) == 2, "return (logits, loss)")
+                c.close(mine_out[0], ref_out[0], "the logits (B, T, V)", atol=1e-4)
+                c.close(mine_out[1], ref_out[1], "the loss", atol=1e-5)
+                c.true(mine(idx)[1] is None, "without targets the loss is None")
+    with case("the head is the token table: its gradient reaches wte", given="idx, targets (2, 5)") as c:
+        ref, mine = course.GPT(_config(course)).eval(), yours.GPT(_config(yours)).eval()
+        mine.load_state_dict(ref.state_dict())
+        idx, targets = torch.randint(0, 23, (2, 5)), torch.randint(0, 23, (2, 5))
+        ref(idx, targets)[1].backward()
+        mine(idx, targets)[1].backward()
+        c.close(mine.wte.weight.grad, ref.wte.weight.grad, "the token table's gradient")
+        c.close(mine.wpe.weight.grad, ref.wpe.weight.grad, "the position table's gradient")
+    with case("a sequence longer than block_size (16) is refused with ValueError", given="idx (1, 17)") as c:
+        try:
+            yours.GPT(_config(yours)).eval()(torch.randint(0, 23, (1, 17)))
+        except ValueError:
+            pass
+        else:
+            c.fail("17 tokens went through a model of block_size 16; raise ValueError (a position table of "
+                   "16 rows has no row for position 16)")
+
+
 def check_lm_loss(course, yours, case):
     for B, K, T, V in ((2, 1, 6, 12), (3, 2, 9, 17), (1, 3, 2, 5)):
         with case(f"{B * K} sequences of {T} tokens", given=f"ids (B={B}, K={K}, T={T}), random <|extract|> "
@@ -253,6 +288,40 @@ TASKS = [
                     (("x = x + self.mlp(self.ln_2(x))", "x = self.ln_2(x + self.mlp(self.ln_2(x)))"),)),
             Mistake("both sub-blocks share one LayerNorm",
                     (("x = self.ln_2(x + self.mlp(x))", "x = self.ln_1(x + self.mlp(x))"),)),
+        ),
+    ),
+    Task(
+        id="1.forward",
+        title="the GPT forward pass: embeddings, blocks, the tied head, the loss",
+        file="phase1_foundation/project1_gpt/model.py",
+        functions=("GPT.hidden_states", "GPT.forward"),
+        difficulty=2,
+        asks="hidden_states(idx): refuse (ValueError) a sequence longer than block_size; add each\n"
+             "token's embedding (self.wte) to its position's (self.wpe, positions 0..T-1), dropout\n"
+             "(self.drop), every block in turn, then self.ln_f. forward(idx, targets=None): the logits of\n"
+             "self.lm_head (tied to wte), and with targets the mean cross-entropy over every target that is\n"
+             "not IGNORE.",
+        hints=(
+            "Shapes: idx (B, T) ids; self.wte(idx) is (B, T, C); self.wpe(torch.arange(T)) is (T, C) and "
+            "broadcasts over the batch. The blocks map (B, T, C) to (B, T, C); the head gives (B, T, V).",
+            "The positions start at 0 and live on idx's device. self.ln_f is the identity for GPT-1 "
+            "(post-LN) and a LayerNorm for GPT-2: apply it either way. F.cross_entropy wants (N, V) logits "
+            "and (N,) targets.",
+            "loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE); return "
+            "(logits, None) without targets.",
+        ),
+        check=check_forward,
+        tests=(TESTS + "test_model.py::test_logits_match_transformers",
+               TESTS + "test_model.py::test_loss_matches_transformers",
+               TESTS + "test_model.py::test_sequence_longer_than_block_size_is_refused",
+               TESTS + "test_model.py::test_post_ln_has_no_final_layernorm_and_pre_ln_adds_one"),
+        mistakes=(
+            Mistake("positions counted from 1", (("torch.arange(T, device=idx.device)",
+                                                  "torch.arange(1, T + 1, device=idx.device)"),)),
+            Mistake("the final LayerNorm left out", (("return self.ln_f(x)", "return x"),)),
+            Mistake("the loss summed over the targets, not averaged",
+                    (("ignore_index=IGNORE)", "ignore_index=IGNORE, reduction='sum')"),)),
+            Mistake("no position embedding", (("self.wte(idx) + self.wpe(pos)", "self.wte(idx)"),)),
         ),
     ),
     Task(

@@ -5,6 +5,29 @@ way of writing a function, only on what it computes.
 """
 
 SECOND_WAYS = {
+    "1.forward": {
+        "GPT.hidden_states": '''
+def hidden_states(self, idx):
+    T = idx.size(1)
+    if T > self.wpe.num_embeddings:
+        raise ValueError(f"{T} tokens, but only {self.wpe.num_embeddings} positions")
+    x = self.wte.weight[idx] + self.wpe.weight[:T]  # (B, T, C): rows of the tables, read directly
+    x = self.drop(x)
+    for block in self.blocks:
+        x = block(x)
+    return self.ln_f(x)
+''',
+        "GPT.forward": '''
+def forward(self, idx, targets=None):
+    logits = self.hidden_states(idx) @ self.wte.weight.T  # (B, T, V): the head is the token table
+    if targets is None:
+        return logits, None
+    log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    kept = targets != IGNORE  # (B, T)
+    picked = log_probs.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (B, T)
+    return logits, -(picked * kept).sum() / kept.sum()
+''',
+    },
     "1.attention": {"CausalSelfAttention.forward": '''
 def forward(self, x):
     B, T, C = x.shape
