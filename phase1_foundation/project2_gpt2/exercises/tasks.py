@@ -196,6 +196,31 @@ def check_scaled_init(course, yours, case):
                     c.fail(f"{name} has mean {p.mean().item():.5f}; draw it with mean 0")
 
 
+BPE_TEXT = ("The café served crème brûlée to naïve visitors. They said: \"It's the best!\"\n"
+            "In 2019, the model read 40 GB of text; the cities are large, the cities are old.\n"
+            "    def square(x):\n        return x ** 2  # the square\n") * 6
+
+
+def check_bpe_train(course, yours, case):
+    corpora = {
+        "a paragraph six times over, 400 tokens": ([BPE_TEXT], 400),
+        "the same text split into several texts, 330 tokens": (BPE_TEXT.split("\n"), 330),
+        "three pairs once each: the tie goes to the pair that sorts first": (["ab cd"], 258),
+        "repeated words: each pair counted as often as its word occurs":
+            (["the the the the cat cat dog"], 262),
+        "a corpus too small for 1,000 tokens: every merge it supports, and no more":
+            (["x.x.x y!y! ok ok"], 1000),
+        "accents, emoji and CJK as bytes": (["naïve café 😀😀 東京 東京 東京 Zürich Zürich"], 290),
+    }
+    for name, (texts, vocab_size) in corpora.items():
+        with case(name, given=f"{len(texts)} text(s), vocab_size = {vocab_size}") as c:
+            with contextlib.redirect_stdout(io.StringIO()):  # the note on a corpus too small
+                mine = yours.ByteBPETokenizer.train(texts, vocab_size)
+                ref = course.ByteBPETokenizer.train(texts, vocab_size)
+            c.equal(list(mine.merges), list(ref.merges), "the merges, in the order they were learned")
+            c.equal(mine.encoder, ref.encoder, "the vocabulary (token -> id)")
+
+
 TASKS = [
     Task(
         id="2.pre_ln",
@@ -359,6 +384,47 @@ TASKS = [
             Mistake("a step of 1 after a merge: 'a a a' gives 'aa aa a'", (("i += 2", "i += 1"),)),
             Mistake("no stop when no learned pair is left",
                     (("            if pair not in self.ranks:\n                break\n", ""),)),
+        ),
+    ),
+    Task(
+        id="2.bpe_train",
+        title="training byte-level BPE: learning the merges",
+        file="phase1_foundation/project2_gpt2/tokenizer.py",
+        functions=("ByteBPETokenizer.train",),
+        difficulty=3,
+        asks="Learn vocab_size - 257 merges from `texts`: split each text with PRETOKENIZE (merges\n"
+             "never cross pre-tokens), each pre-token as its byte symbols (to_symbols); then, again and\n"
+             "again, merge the most frequent pair of neighbouring symbols, counted over the corpus (a word\n"
+             "as often as it occurs). Ties go to the pair that sorts first; a pair whose merged token\n"
+             "already exists is passed over; stop early when no pair is left (say so). Return\n"
+             "cls(encoder, merges): the 256 byte tokens, then merge k as id 256 + k, then <|endoftext|>.\n"
+             "Refuse vocab_size < 257.",
+        hints=(
+            "Count the pre-tokens first (a Counter of strings): the corpus becomes a table of distinct words "
+            "and how often each occurs, each word a list of symbols. Recounting every pair before each merge "
+            "is slow but right: start there.",
+            "The most frequent pair, ties to the one that sorts first: min(counts, key=lambda p: "
+            "(-counts[p], p)). _merge_pair(symbols, pair) rewrites one word; a word's pairs are "
+            "itertools.pairwise(word).",
+            "The vocabulary is [*BYTE_TO_CHAR.values(), *(left + right for left, right in merges), "
+            "END_OF_TEXT], ids in that order. The course's version avoids recounting: it keeps the pair "
+            "counts and, after each merge, changes only the words that held the pair (a heap finds the top "
+            "pair).",
+        ),
+        check=check_bpe_train,
+        tests=(TESTS + "test_tokenizer.py::test_training_matches_recounting_every_pair",
+               TESTS + "test_tokenizer.py::test_training_is_deterministic",
+               TESTS + "test_tokenizer.py::test_merges_never_cross_pre_tokens",
+               TESTS + "test_tokenizer.py::test_trained_vocabulary_layout",
+               TESTS + "test_tokenizer.py::test_train_refuses_a_vocabulary_without_room_for_the_bytes"),
+        mistakes=(
+            Mistake("each pair counted once per distinct word, not per occurrence",
+                    (("pair_counts[pair] += counts[w]", "pair_counts[pair] += 1"),)),
+            Mistake("one merge too many (vocab_size - 256)",
+                    (("n_merges = vocab_size - 257", "n_merges = vocab_size - 256"),)),
+            Mistake("stale counts taken for current ones",
+                    (("if pair_counts.get(pair) != -negative_count or pair[0] + pair[1] in tokens:",
+                      "if pair[0] + pair[1] in tokens:"),)),
         ),
     ),
     Task(

@@ -5,6 +5,37 @@ way of writing a function, only on what it computes.
 """
 
 SECOND_WAYS = {
+    "2.bpe_train": {"ByteBPETokenizer.train": '''
+@classmethod
+def train(cls, texts, vocab_size):
+    if vocab_size < 257:
+        raise SystemExit(f"error: --VOCAB_SIZE={vocab_size} is too small: 256 byte tokens and {END_OF_TEXT}")
+    words = Counter()
+    for text in texts:
+        for piece in PRETOKENIZE.findall(text):
+            words[tuple(to_symbols(piece))] += 1
+    tokens = set(BYTE_TO_CHAR.values()) | {END_OF_TEXT}
+    merges = []
+    while len(merges) < vocab_size - 257:  # the textbook way: recount every pair before each merge
+        counts = Counter()
+        for symbols, n in words.items():
+            for pair in zip(symbols, symbols[1:]):
+                counts[pair] += n
+        candidates = [pair for pair in counts if pair[0] + pair[1] not in tokens]
+        if not candidates:
+            break
+        best = min(candidates, key=lambda pair: (-counts[pair], pair))
+        merges.append(best)
+        tokens.add(best[0] + best[1])
+        merged = Counter()
+        for symbols, n in words.items():
+            merged[tuple(_merge_pair(list(symbols), best))] += n
+        words = merged
+    vocabulary = [*BYTE_TO_CHAR.values(), *(left + right for left, right in merges), END_OF_TEXT]
+    if len(vocabulary) < vocab_size:
+        print(f"tokenizer: this corpus supports {len(vocabulary):,} tokens, not {vocab_size:,}")
+    return cls({token: i for i, token in enumerate(vocabulary)}, merges)
+'''},
     "2.pre_ln": {
         "Block.forward": '''
 def forward(self, x):
