@@ -11,6 +11,7 @@ import copy
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from common.learn_check import Mistake, Task
 from phase1_foundation.project3_contextual_embeddings.model import BERT, BertConfig
@@ -448,6 +449,47 @@ def check_classifier(course, yours, case):
             c.close(yours.classifier_loss(logits, labels), course.classifier_loss(logits, labels), "the loss")
 
 
+def check_mlm_heads(course, yours, case):
+    for positions in ("learned", "rotary"):
+        with case(f"{positions} positions: NSP logits, MLM logits at the chosen positions, and the MLM loss",
+                  given="ids (3, 12), two segments, real lengths [12, 9, 5], about 15% of the real positions "
+                        "chosen") as c:
+            config = dict(SMALL, positions=positions)
+            ref = course.BERT(course.BertConfig(**config)).eval()
+            for p in ref.parameters():  # LayerNorms and biases away from their start, so that each counts
+                torch.nn.init.normal_(p, 0.1, 0.3)
+            mine = yours.BERT(yours.BertConfig(**config)).eval()
+            mine.load_state_dict(ref.state_dict())
+            ids = torch.randint(5, 50, (3, 12))
+            segments = (torch.arange(12) >= 6).long().expand(3, 12)
+            attention = _padding_mask([12, 9, 5], 12)[:, 0, 0].long()  # (B, T): 1 real, 0 padding
+            chosen = (torch.rand(3, 12) < 0.15) & attention.bool()
+            chosen[2, 1] = True  # at least one chosen position
+            targets = torch.randint(5, 50, (int(chosen.sum()),))
+            mine_out = mine(ids, segments, attention, chosen=chosen)
+            ref_out = ref(ids, segments, attention, chosen=chosen)
+            c.true(isinstance(mine_out, tuple) and len(mine_out) == 2, "return (mlm_logits, nsp_logits)")
+            c.close(mine_out[1], ref_out[1], "the NSP logits (B, 2)", atol=1e-4)
+            c.close(mine_out[0], ref_out[0], "the MLM logits (N, V) at the chosen positions, row by row",
+                    atol=1e-4)
+            c.close(F.cross_entropy(mine_out[0], targets), F.cross_entropy(ref_out[0], targets),
+                    "the MLM loss over the chosen positions", atol=1e-5)
+            full_mine, full_ref = mine(ids, segments, attention)[0], ref(ids, segments, attention)[0]
+            c.close(full_mine, full_ref, "the MLM logits (B, T, V) without `chosen`", atol=1e-4)
+    with case("the decoder is the token table: the MLM loss's gradient reaches it",
+              given="ids (2, 8), positions 1 and 5 chosen") as c:
+        ref = course.BERT(course.BertConfig(**SMALL)).eval()
+        mine = yours.BERT(yours.BertConfig(**SMALL)).eval()
+        mine.load_state_dict(ref.state_dict())
+        ids, chosen = torch.randint(5, 50, (2, 8)), torch.zeros(2, 8, dtype=torch.bool)
+        chosen[:, [1, 5]] = True
+        targets = torch.randint(5, 50, (4,))
+        F.cross_entropy(ref(ids, chosen=chosen)[0], targets).backward()
+        F.cross_entropy(mine(ids, chosen=chosen)[0], targets).backward()
+        c.close(mine.embeddings.token.weight.grad, ref.embeddings.token.weight.grad,
+                "the token table's gradient", atol=1e-6)
+
+
 TASKS = [
     Task(
         id="3.attention",
@@ -583,6 +625,41 @@ TASKS = [
             Mistake("labels at every ordinary token, not only the chosen",
                     (("labels = torch.where(chosen, ids, IGNORE)",
                       "labels = torch.where(ordinary, ids, IGNORE)"),)),
+        ),
+    ),
+    Task(
+        id="3.mlm_loss",
+        title="BERT's heads: NSP from the pooled [CLS], MLM scored at the chosen positions only",
+        file="phase1_foundation/project3_contextual_embeddings/model.py",
+        functions=("BERT.forward",),
+        difficulty=2,
+        asks="From the final hidden states (self.hidden_states): the NSP logits (B, 2) of\n"
+             "self.nsp_head on the pooled [CLS] state (self.pooler of position 0); and the MLM logits of\n"
+             "self.mlm_head (dense, GELU, LayerNorm, then the decoder tied to the token table), at every\n"
+             "position (B, T, V) or, when `chosen` (B, T) is given, at the chosen positions only (N, V), in\n"
+             "row-major order, as the targets labels[chosen] are. Return (mlm_logits, nsp_logits).",
+        hints=(
+            "x = self.hidden_states(input_ids, segment_ids, attention_mask) is (B, T, C). [CLS] is "
+            "position 0 of every row: x[:, 0] is (B, C).",
+            "The MLM loss scores only the ~15% chosen positions: gather them before the head, whose V x "
+            "C product is the costly part. x[chosen] with a (B, T) bool mask gives (N, C), row by row.",
+            "nsp = self.nsp_head(self.pooler(x[:, 0])); if chosen is not None: x = x[chosen]; return "
+            "self.mlm_head(x), nsp.",
+        ),
+        check=check_mlm_heads,
+        tests=(TESTS + "test_model.py::test_pretraining_loss_matches_transformers",
+               TESTS + "test_model.py::test_chosen_positions_gather_the_same_logits_as_full_scoring",
+               TESTS + "test_model.py::test_post_ln_layout_pooler_and_tied_decoder"),
+        mistakes=(
+            Mistake("NSP from the last position, not [CLS]",
+                    (("self.pooler(x[:, 0])", "self.pooler(x[:, -1])"),)),
+            Mistake("NSP without the pooler",
+                    (("self.nsp_head(self.pooler(x[:, 0]))", "self.nsp_head(x[:, 0])"),)),
+            Mistake("the chosen positions gathered column by column, out of the targets' order",
+                    (("x = x[chosen]", "x = x.transpose(0, 1)[chosen.T]"),)),
+            Mistake("the MLM head without its transform (the decoder alone)",
+                    (("return self.mlm_head(x), nsp_logits",
+                      "return self.mlm_head.decoder(x), nsp_logits"),)),
         ),
     ),
     Task(

@@ -5,6 +5,18 @@
 """
 
 SECOND_WAYS = {
+    "3.mlm_loss": {"BERT.forward": '''
+def forward(self, input_ids, segment_ids=None, attention_mask=None, chosen=None):
+    h = self.hidden_states(input_ids, segment_ids, attention_mask)  # (B, T, C)
+    pooled = torch.tanh(h[:, 0] @ self.pooler.dense.weight.T + self.pooler.dense.bias)  # (B, C)
+    nsp = pooled @ self.nsp_head.weight.T + self.nsp_head.bias  # (B, 2)
+    if chosen is not None:
+        rows, cols = chosen.nonzero(as_tuple=True)  # row-major, as labels[chosen]
+        h = h[rows, cols]  # (N, C)
+    head = self.mlm_head
+    t = head.norm(head.act(head.dense(h)))
+    return t @ self.embeddings.token.weight.T + head.decoder.bias, nsp
+'''},
     "3.attention": {"BidirectionalSelfAttention.forward": '''
 def forward(self, x, mask=None, rotary=None):
     B, T, C = x.shape
