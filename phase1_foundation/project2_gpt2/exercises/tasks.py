@@ -221,6 +221,35 @@ def check_bpe_train(course, yours, case):
             c.equal(mine.encoder, ref.encoder, "the vocabulary (token -> id)")
 
 
+def check_kv_cache(course, yours, case):
+    model = importlib.import_module(f"{CHAPTER}.model")
+    config = model.GPTConfig(**SMALL)  # 4 heads of 8, block_size 16
+    for prompt in (5, 1, 16):
+        steps = min(3, 16 - prompt)
+        with case(f"a prompt of {prompt} into an empty cache, then {steps} tokens one at a time",
+                  given=f"k, v (2, 4, {prompt}, 8), then (2, 4, 1, 8) each step") as c:
+            mine, ref = yours.KVCache(config, 2, "cpu", torch.float32), course.KVCache(config, 2, "cpu",
+                                                                                      torch.float32)
+            for t, T in enumerate([prompt] + [1] * steps):
+                k, v = torch.randn(2, 4, T, 8), torch.randn(2, 4, T, 8)
+                out_mine, out_ref = mine.append(k, v), ref.append(k.clone(), v.clone())
+                c.true(isinstance(out_mine, tuple) and len(out_mine) == 2, "return (keys, values)")
+                c.equal(out_mine[0], out_ref[0], f"the keys of every position after append {t + 1}")
+                c.equal(out_mine[1], out_ref[1], f"the values of every position after append {t + 1}")
+                c.equal(mine.length, ref.length, f"self.length after append {t + 1}")
+    with case("a cache that holds positions refuses several new ones at once", given="a prompt of 4, then "
+              "k, v (2, 4, 2, 8)") as c:
+        mine = yours.KVCache(config, 2, "cpu", torch.float32)
+        mine.append(torch.randn(2, 4, 4, 8), torch.randn(2, 4, 4, 8))
+        try:
+            mine.append(torch.randn(2, 4, 2, 8), torch.randn(2, 4, 2, 8))
+        except ValueError:
+            pass
+        else:
+            c.fail("two new positions were appended after four cached ones; raise ValueError (their queries "
+                   "would need an offset into the causal mask each)")
+
+
 TASKS = [
     Task(
         id="2.pre_ln",
@@ -260,6 +289,35 @@ TASKS = [
             Mistake("positions restart at 0 after cached tokens",
                     (("torch.arange(start, start + T, device=idx.device)",
                       "torch.arange(T, device=idx.device)"),)),
+        ),
+    ),
+    Task(
+        id="2.kv_cache",
+        title="the KV cache: storing each position's keys and values once",
+        file="phase1_foundation/project2_gpt2/generate.py",
+        functions=("KVCache.append",),
+        difficulty=1,
+        asks="Store the keys and values (B, nh, T, hs) of T new positions in the preallocated self.k and\n"
+             "self.v (B, nh, block_size, hs), from position self.length on, advance self.length, and return\n"
+             "the keys and values of every position stored so far. A cache that already holds positions\n"
+             "takes one new token at a time: refuse more with ValueError.",
+        hints=(
+            "The positions live on axis 2: the new ones go to self.k[:, :, self.length : self.length + T].",
+            "Return views of the stored part, [:, :, :end] on axis 2: the attention then sees S = end keys, "
+            "the new ones last.",
+            "end = self.length + T; write k and v there; self.length = end; return self.k[:, :, :end], "
+            "self.v[:, :, :end]. The ValueError comes first: if self.length and T != 1.",
+        ),
+        check=check_kv_cache,
+        tests=(TESTS + "test_model.py::test_cached_logits_equal_the_full_forward_pass",
+               TESTS + "test_model.py::test_greedy_with_cache_equals_greedy_without"),
+        mistakes=(
+            Mistake("self.length never advanced: each token overwrites the last",
+                    (("self.length = end", "pass"),)),
+            Mistake("only the new keys and values returned",
+                    (("return self.k[:, :, :end], self.v[:, :, :end]", "return k, v"),)),
+            Mistake("the keys stored as values too",
+                    (("self.v[:, :, self.length : end] = v", "self.v[:, :, self.length : end] = k"),)),
         ),
     ),
     Task(

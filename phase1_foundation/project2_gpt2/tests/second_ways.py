@@ -5,6 +5,17 @@ way of writing a function, only on what it computes.
 """
 
 SECOND_WAYS = {
+    "2.kv_cache": {"KVCache.append": '''
+def append(self, k, v):
+    new = k.shape[2]
+    if self.length > 0 and new > 1:
+        raise ValueError(f"{new} new positions after {self.length} cached ones: one at a time")
+    positions = torch.arange(self.length, self.length + new, device=k.device)
+    self.k.index_copy_(2, positions, k)
+    self.v.index_copy_(2, positions, v)
+    self.length += new
+    return self.k.narrow(2, 0, self.length), self.v.narrow(2, 0, self.length)
+'''},
     "2.bpe_train": {"ByteBPETokenizer.train": '''
 @classmethod
 def train(cls, texts, vocab_size):
