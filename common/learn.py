@@ -332,14 +332,17 @@ def _belongs(node: str, task: Task) -> bool:
     return any(node == t or node.startswith(t + "[") or node.startswith(t + "::") for t in task.tests)
 
 
-def _report(task: Task, cases: list[dict], tests: list[dict]) -> bool:
-    """Print one task's cases and tests; True when all pass."""
+def _report(task: Task, cases: list[dict], tests: list[dict], mistake: str | None = None) -> bool:
+    """Print one task's cases and tests, and the classic mistake that explains a failure when one does;
+    True when all pass."""
     print(f"\n{task.id}  {task.title}  ({where(task)})")
     written = [r for r in cases if r["message"] != NOT_WRITTEN]
     passed = all(r["passed"] for r in cases)
     for r in cases if written else []:
         print(f"  {'✓' if r['passed'] else '✗'} {r['name']}"
               + ("" if r["passed"] else f": {r['message']}"))
+    if mistake:
+        print(f"  → every case gives what the course's code gives with a classic mistake: {mistake}")
     if not passed and task.tests and written:
         print("  · the chapter's tests run once every case passes")
     for r in tests:
@@ -367,7 +370,7 @@ def cmd_check(chosen: list[Task], state: State, tasks: list[Task], _args) -> int
         folder = Path(tmp)
         copy_course(tasks, folder)
         compared, printed = run_stage(folder, "compare", {"sources": sources})
-        passed = [task for task in chosen if all(r["passed"] for r in compared[task.id])]
+        passed = [task for task in chosen if all(r["passed"] for r in compared[task.id]["cases"])]
         testable = [task for task in passed if task.tests]
         tested = run_tests(folder, testable, sources, tasks) if testable else {}
     if printed.strip():
@@ -376,7 +379,7 @@ def cmd_check(chosen: list[Task], state: State, tasks: list[Task], _args) -> int
               + (f"\n  ... ({len(lines) - 20} more lines)" if len(lines) > 20 else ""))
     all_passed = True
     for task in chosen:
-        ok = _report(task, compared[task.id], tested.get(task.id, []))
+        ok = _report(task, compared[task.id]["cases"], tested.get(task.id, []), compared[task.id]["mistake"])
         state.task(task.id)["checked"] = {"sources": digest(sources[task.id]), "passed": ok}
         all_passed &= ok
     state.save()

@@ -12,6 +12,7 @@ Each chapter lists its tasks in exercises/tasks.py; common/learn.py is the comma
 
 import contextlib
 import importlib
+import io
 import json
 import linecache
 import math
@@ -156,11 +157,17 @@ class Case:
             self.fail(message)
 
 
+class StopCases(Exception):
+    """Ends a task's check at the first case whose result differs from the one expected (Cases(expect=...)):
+    a diagnosis needs no more."""
+
+
 class Cases:
     """Runs a task's cases, each from the same seeds, and keeps a ✓ or ✗ for each."""
 
-    def __init__(self, yours_filename: str):
+    def __init__(self, yours_filename: str, expect: list[Result] | None = None):
         self.yours_filename = yours_filename
+        self.expect = expect
         self.results: list[Result] = []
 
     @contextlib.contextmanager
@@ -179,6 +186,8 @@ class Cases:
             self.results.append(Result(name, False, self._raised(e)))
         else:
             self.results.append(Result(name, True))
+        if self.expect is not None and self.results != self.expect[: len(self.results)]:
+            raise StopCases
 
     def _raised(self, error: Exception) -> str:
         frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == self.yours_filename]
@@ -216,21 +225,47 @@ def functions_of(text: str, task: Task) -> dict[str, str]:
 def compare(task: Task, course_text: str, sources: dict[str, str]) -> list[Result]:
     """The task's cases, the course's file against the same file holding `sources` for the task's
     functions. Nothing is written to disk."""
+    return run_cases(task, course_text, with_functions(course_text, task, sources))
+
+
+def run_cases(task: Task, reference_text: str, yours_text: str, expect: list[Result] | None = None,
+              tag: str = "yours") -> list[Result]:
+    """The task's check with `reference_text` as the course's file and `yours_text` as yours; with `expect`,
+    stopped at the first result that differs from it."""
     path = task.file
     yours_filename = f"{path} (yours)"
-    course = load_module(course_text, path, f"_learn_course_{task.id.replace('.', '_')}")
-    cases = Cases(yours_filename)
+    course = load_module(reference_text, path, f"_learn_course_{task.id.replace('.', '_')}")
+    cases = Cases(yours_filename, expect)
     try:
-        yours = load_module(with_functions(course_text, task, sources), yours_filename,
-                            f"_learn_yours_{task.id.replace('.', '_')}")
+        yours = load_module(yours_text, yours_filename, f"_learn_{tag}_{task.id.replace('.', '_')}")
     except Exception as e:  # a syntax error, or code at the top level of the file that raised
         return [Result("your file loads", False, f"{type(e).__name__}: {e}")]
     with torch.random.fork_rng(), warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # a wrong function may overflow; its case says so as ✗
-        task.check(course, yours, cases)
+        with contextlib.suppress(StopCases):
+            task.check(course, yours, cases)
     if not cases.results:
         raise RuntimeError(f"task {task.id}'s check ran no case")
     return cases.results
+
+
+def diagnose(task: Task, course_text: str, sources: dict[str, str], results: list[Result]) -> str | None:
+    """The classic mistake that explains a failing version: the first of the task's mistakes whose code (the
+    course's with that mistake written in) gets, case by case, the very results `sources` got (`results`:
+    the same ✓ and ✗, the same differences); None if none does."""
+    course = functions_of(course_text, task)
+    for mistake in task.mistakes:
+        mutated = dict(course)
+        for old, new in mistake.edits:
+            mutated = {name: source.replace(old, new) for name, source in mutated.items()}
+        if mutated == course:
+            continue
+        with contextlib.redirect_stdout(io.StringIO()):
+            theirs = run_cases(task, course_text, with_functions(course_text, task, mutated), expect=results,
+                               tag="mistake")
+        if theirs == results:
+            return mistake.name
+    return None
 
 
 class _Collector:
@@ -309,10 +344,15 @@ def main(argv: list[str] | None = None) -> None:
     spec = json.loads(Path(job).read_text(encoding="utf-8"))
     if stage == "compare":
         tasks = {task.id: task for task in all_tasks(Path.cwd())}
-        results = {task_id: [vars(r) for r in compare(tasks[task_id],
-                                                      Path(tasks[task_id].file).read_text(encoding="utf-8"),
-                                                      sources)]
-                   for task_id, sources in spec["sources"].items()}
+        results = {}
+        for task_id, sources in spec["sources"].items():
+            course_text = Path(tasks[task_id].file).read_text(encoding="utf-8")
+            cases = compare(tasks[task_id], course_text, sources)
+            written = any(r.message != NOT_WRITTEN for r in cases)
+            failed = not all(r.passed for r in cases)
+            results[task_id] = {"cases": [vars(r) for r in cases],
+                                "mistake": diagnose(tasks[task_id], course_text, sources, cases)
+                                if written and failed else None}
     else:
         results = [vars(r) for r in run_tests(spec["tests"])]
     Path(out).write_text(json.dumps(results), encoding="utf-8")

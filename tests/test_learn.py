@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from common import learn as learn_command
-from common.learn_check import NOT_WRITTEN, all_tasks, compare, functions_of
+from common.learn_check import NOT_WRITTEN, all_tasks, compare, diagnose, functions_of
 from common.learn_source import get_function, replace_function, stub
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,9 +52,9 @@ def with_mistake(sources: dict[str, str], mistake) -> dict[str, str]:
 
 # --- the task lists ---------------------------------------------------------------------------------------
 
-def test_four_tasks_or_more_per_chapter_and_twenty_in_all():
+def test_five_tasks_or_more_per_chapter_and_twenty_seven_in_all():
     chapters = [task.chapter for task in TASKS]
-    assert all(chapters.count(chapter) >= 4 for chapter in (1, 2, 3, 4)) and len(TASKS) >= 20
+    assert all(chapters.count(chapter) >= 5 for chapter in (1, 2, 3, 4)) and len(TASKS) >= 27
     assert len(BY_ID) == len(TASKS), "task ids are unique"
 
 
@@ -93,11 +93,24 @@ def test_a_second_correct_implementation_passes(task):
 
 @pytest.mark.parametrize("task, mistake", [(t, m) for t in TASKS for m in t.mistakes],
                          ids=lambda x: getattr(x, "id", None) or getattr(x, "name", ""))
-def test_each_classic_mistake_is_caught(task, mistake):
+def test_each_classic_mistake_is_caught_and_named(task, mistake):
     text, sources = course(task)
-    results = compare(task, text, with_mistake(sources, mistake))
+    wrong = with_mistake(sources, mistake)
+    results = compare(task, text, wrong)
     assert any(not r.passed for r in results), f"{task.id}: '{mistake.name}' passed every case"
     assert all(r.message != NOT_WRITTEN for r in results)
+    # the diagnosis names this mistake, or one listed before it that no case tells apart from it
+    named, listed = diagnose(task, text, wrong, results), [m.name for m in task.mistakes]
+    assert named in listed[: listed.index(mistake.name) + 1], f"{task.id}: {mistake.name!r} named {named!r}"
+
+
+def test_a_failure_no_mistake_explains_is_not_given_a_name():
+    task = BY_ID["1.block"]
+    text, sources = course(task)
+    doubled = {name: source.replace("x = self.ln_1(x + self.attn(x))", "x = self.ln_1(x + 2 * self.attn(x))")
+               for name, source in sources.items()}
+    results = compare(task, text, doubled)
+    assert any(not r.passed for r in results) and diagnose(task, text, doubled, results) is None
 
 
 # --- the command, in a git clone of the course in a temporary folder ----------------------------------------
@@ -196,6 +209,7 @@ def test_a_wrong_function_is_reported_refused_a_stub_and_saved_on_reset(clone, l
         checked = learn(clone, "check", task.id)
         assert checked.returncode == 1
         assert "differs first at index" in checked.stdout and "(input: x = torch.randn(" in checked.stdout
+        assert f"a classic mistake: {task.mistakes[0].name}" in checked.stdout
         assert "the chapter's tests run once every case passes" in checked.stdout
 
         refused = learn(clone, "start", task.id)  # the learner's edits are never overwritten by a stub
