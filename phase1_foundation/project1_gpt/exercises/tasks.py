@@ -296,11 +296,11 @@ TASKS = [
         file="phase1_foundation/project1_gpt/model.py",
         functions=("GPT.hidden_states", "GPT.forward"),
         difficulty=2,
-        asks="hidden_states(idx): refuse (ValueError) a sequence longer than block_size; add each\n"
-             "token's embedding (self.wte) to its position's (self.wpe, positions 0..T-1), dropout\n"
-             "(self.drop), every block in turn, then self.ln_f. forward(idx, targets=None): the logits of\n"
-             "self.lm_head (tied to wte), and with targets the mean cross-entropy over every target that is\n"
-             "not IGNORE.",
+        asks="hidden_states(idx): a sequence longer than block_size raises ValueError(\"... longer\n"
+             "than block_size N\"); add each token's embedding (self.wte) to its position's (self.wpe,\n"
+             "positions 0..T-1), dropout (self.drop), every block in turn, then self.ln_f.\n"
+             "forward(idx, targets=None): the logits of self.lm_head (tied to wte), and with targets the\n"
+             "mean cross-entropy over every target that is not IGNORE.",
         hints=(
             "Shapes: idx (B, T) ids; self.wte(idx) is (B, T, C); self.wpe(torch.arange(T)) is (T, C) and "
             "broadcasts over the batch. The blocks map (B, T, C) to (B, T, C); the head gives (B, T, V).",

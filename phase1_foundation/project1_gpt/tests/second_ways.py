@@ -10,7 +10,7 @@ SECOND_WAYS = {
 def hidden_states(self, idx):
     T = idx.size(1)
     if T > self.wpe.num_embeddings:
-        raise ValueError(f"{T} tokens, but only {self.wpe.num_embeddings} positions")
+        raise ValueError(f"{T} tokens: longer than block_size {self.wpe.num_embeddings}")
     x = self.wte.weight[idx] + self.wpe.weight[:T]  # (B, T, C): rows of the tables, read directly
     x = self.drop(x)
     for block in self.blocks:

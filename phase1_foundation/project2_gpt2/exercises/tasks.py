@@ -456,7 +456,7 @@ TASKS = [
              "as often as it occurs). Ties go to the pair that sorts first; a pair whose merged token\n"
              "already exists is passed over; stop early when no pair is left (say so). Return\n"
              "cls(encoder, merges): the 256 byte tokens, then merge k as id 256 + k, then <|endoftext|>.\n"
-             "Refuse vocab_size < 257.",
+             "Refuse vocab_size < 257 with a message that says \"at least 257\".",
         hints=(
             "Count the pre-tokens first (a Counter of strings): the corpus becomes a table of distinct words "
             "and how often each occurs, each word a list of symbols. Recounting every pair before each merge "
