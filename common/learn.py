@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from common.learn_check import NOT_WRITTEN, STARS, Task, all_tasks, functions_of, with_functions
-from common.learn_source import get_function, replace_function, stub
+from common.learn_source import added_top_level, get_function, replace_function, stub, with_imports
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTES = ROOT / ".learn"  # state.json, course/<task id>.json (the course's functions), saved/
@@ -306,14 +306,15 @@ def run_stage(folder: Path, stage: str, job: dict) -> tuple[object, str]:
     return json.loads((folder / ".out.json").read_text(encoding="utf-8")), done.stdout
 
 
-def run_tests(folder: Path, chosen: list[Task], sources: dict[str, dict[str, str]], tasks: list[Task]
-              ) -> dict[str, list[dict]]:
+def run_tests(folder: Path, chosen: list[Task], sources: dict[str, dict[str, str]], tasks: list[Task],
+              imports: dict[str, list[str]]) -> dict[str, list[dict]]:
     """The chapter's tests of each chosen task with your functions in place: all together first; if some
     fail and more than one task was in, each task alone, so that a failure is blamed on the right one."""
     def with_yours(group: list[Task]) -> list[dict]:
         texts = {task.file: course_text(task.file, tasks) for task in group}
         for task in group:
-            texts[task.file] = with_functions(texts[task.file], task, sources[task.id])
+            texts[task.file] = with_imports(with_functions(texts[task.file], task, sources[task.id]),
+                                            imports.get(task.id, []))
         for path, text in texts.items():
             (folder / path).write_text(text, encoding="utf-8")
         try:
@@ -364,15 +365,26 @@ def _report(task: Task, cases: list[dict], tests: list[dict], mistake: str | Non
     return ok
 
 
+def added(task: Task, tasks: list[Task]) -> list[str]:
+    """The imports you added at the top of the task's file, carried into its check; the helpers you added
+    there are not (the check puts only the task's functions into the course's file), and one line says so."""
+    imports, helpers = added_top_level(course_text(task.file, tasks), read(task.file))
+    if helpers:
+        print(f"{task.id}: {task.file} adds {', '.join(helpers)} at its top level, which the check leaves "
+              f"out (it takes {', '.join(task.functions)} and your imports): move it inside your function")
+    return imports
+
+
 def cmd_check(chosen: list[Task], state: State, tasks: list[Task], _args) -> int:
     sources = {task.id: yours(task) for task in chosen}
+    imports = {task.id: added(task, tasks) for task in chosen}
     with tempfile.TemporaryDirectory(prefix="learn-") as tmp:
         folder = Path(tmp)
         copy_course(tasks, folder)
-        compared, printed = run_stage(folder, "compare", {"sources": sources})
+        compared, printed = run_stage(folder, "compare", {"sources": sources, "imports": imports})
         passed = [task for task in chosen if all(r["passed"] for r in compared[task.id]["cases"])]
         testable = [task for task in passed if task.tests]
-        tested = run_tests(folder, testable, sources, tasks) if testable else {}
+        tested = run_tests(folder, testable, sources, tasks, imports) if testable else {}
     if printed.strip():
         lines = printed.rstrip().splitlines()
         print("your code printed, during the cases:\n  " + "\n  ".join(lines[:20])

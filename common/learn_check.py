@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common.learn_source import get_function, replace_function
+from common.learn_source import get_function, replace_function, with_imports
 
 NOT_WRITTEN = "not written yet"
 STARS = {1: "★", 2: "★★", 3: "★★★"}
@@ -222,10 +222,12 @@ def functions_of(text: str, task: Task) -> dict[str, str]:
     return {qualname: get_function(text, qualname) for qualname in task.functions}
 
 
-def compare(task: Task, course_text: str, sources: dict[str, str]) -> list[Result]:
+def compare(task: Task, course_text: str, sources: dict[str, str], imports: tuple[str, ...] = ()
+            ) -> list[Result]:
     """The task's cases, the course's file against the same file holding `sources` for the task's
-    functions. Nothing is written to disk."""
-    return run_cases(task, course_text, with_functions(course_text, task, sources))
+    functions (and the import statements you added, `imports`). Nothing is written to disk."""
+    yours = with_imports(with_functions(course_text, task, sources), list(imports))
+    return run_cases(task, course_text, yours)
 
 
 def run_cases(task: Task, reference_text: str, yours_text: str, expect: list[Result] | None = None,
@@ -347,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
         results = {}
         for task_id, sources in spec["sources"].items():
             course_text = Path(tasks[task_id].file).read_text(encoding="utf-8")
-            cases = compare(tasks[task_id], course_text, sources)
+            cases = compare(tasks[task_id], course_text, sources, spec["imports"].get(task_id, ()))
             written = any(r.message != NOT_WRITTEN for r in cases)
             failed = not all(r.passed for r in cases)
             results[task_id] = {"cases": [vars(r) for r in cases],

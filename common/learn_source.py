@@ -65,3 +65,37 @@ def stub(source: str, header: list[str], message: str) -> str:
     indent = body_line[: len(body_line) - len(body_line.lstrip())]
     comments = [f"{indent}# {line}".rstrip() + "\n" for line in header]
     return "".join(lines[:keep] + comments + [f"{indent}raise NotImplementedError({message!r})\n"])
+
+
+def added_top_level(course: str, yours: str) -> tuple[list[str], list[str]]:
+    """What your file adds at its top level that the course's file does not have: (the import statements, as
+    source lines; the names of the other definitions: functions, classes, assignments)."""
+    def imports(tree: ast.Module, text: str) -> list[str]:
+        return [ast.get_source_segment(text, node) for node in tree.body
+                if isinstance(node, ast.Import | ast.ImportFrom)]
+
+    def names(tree: ast.Module) -> set[str]:
+        found = set()
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef):
+                found.add(node.name)
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                found |= {t.id for t in targets if isinstance(t, ast.Name)}
+        return found
+
+    theirs, mine = ast.parse(course), ast.parse(yours)
+    known = set(imports(theirs, course))
+    return ([line for line in imports(mine, yours) if line not in known],
+            sorted(names(mine) - names(theirs)))
+
+
+def with_imports(text: str, lines: list[str]) -> str:
+    """`text` with import statements added after its last top-level import (or at its top)."""
+    if not lines:
+        return text
+    tree = ast.parse(text)
+    last = max((node.end_lineno for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)),
+               default=0)
+    rows = text.splitlines(keepends=True)
+    return "".join(rows[:last] + [line + "\n" for line in lines] + rows[last:])

@@ -274,6 +274,10 @@ def test_the_readmes_list_the_tasks_and_the_loop():
     for task in TASKS:
         chapter = (ROOT / task.file).parent / "README.md"
         assert f"| `{task.id}` |" in chapter.read_text(encoding="utf-8")
+    for chapter in sorted({(ROOT / task.file).parent for task in TASKS}):  # in reading order, as `learn next`
+        text = (chapter / "README.md").read_text(encoding="utf-8")
+        ids = [task.id for task in TASKS if (ROOT / task.file).parent == chapter]
+        assert sorted(ids, key=lambda i: text.index(f"| `{i}` |")) == ids
     assert "not written yet" in (ROOT / "AGENTS.md").read_text(encoding="utf-8")
 
 
@@ -388,3 +392,24 @@ def test_a_chapters_train_py_refuses_to_start_on_a_stub_in_one_line(clone):
     for chapter in ("project1_gpt", "project2_gpt2", "project3_contextual_embeddings", "project4_scaling"):
         assert f'stubs_in("phase1_foundation.{chapter}")' in (ROOT / "phase1_foundation" / chapter /
                                                                 "train.py").read_text(encoding="utf-8")
+
+
+def test_imports_you_add_are_carried_into_the_check_and_a_helper_is_named(clone, learn):
+    task = BY_ID["1.block"]
+    path = clone / task.file
+    before = path.read_text(encoding="utf-8")
+    try:
+        text = before.replace("import math\n", "import math\nimport operator\n", 1)
+        text += "\n\ndef _residual(x, y):\n    return x + y\n"
+        (name, source), = functions_of(text, task).items()
+        mine = source.replace("x = self.ln_1(x + self.attn(x))",
+                              "x = self.ln_1(operator.add(x, self.attn(x)))")
+        assert mine != source
+        path.write_text(replace_function(text, name, mine), encoding="utf-8")
+        checked = learn(clone, "check", task.id)
+        assert checked.returncode == 0, checked.stdout[-2000:]
+        assert f"✓ {task.id}: all " in checked.stdout
+        assert ("adds _residual at its top level, which the check leaves out" in checked.stdout
+                and checked.stdout.count("_residual") == 1)
+    finally:
+        path.write_text(before, encoding="utf-8")
