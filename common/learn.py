@@ -30,7 +30,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from common.learn_check import NOT_WRITTEN, STARS, Task, all_tasks, functions_of, with_functions
+from common.learn_check import NOT_WRITTEN, PROGRESS, STARS, Task, all_tasks, functions_of, with_functions
 from common.learn_source import added_top_level, get_function, replace_function, stub, with_imports
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -291,19 +291,36 @@ def copy_course(tasks: list[Task], folder: Path) -> None:
 
 def run_stage(folder: Path, stage: str, job: dict) -> tuple[object, str]:
     """One stage of the check (common/learn_check.py) in a fresh Python inside the copy: its results, and
-    what your code printed."""
+    what your code printed. Each case is shown as it finishes (the stage writes them to PROGRESS)."""
     (folder / ".job.json").write_text(json.dumps(job), encoding="utf-8")
+    progress = folder / PROGRESS
+    progress.write_text("", encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(folder)}
-    try:
-        done = subprocess.run([sys.executable, "-m", "common.learn_check", stage, ".job.json", ".out.json"],
-                              cwd=folder, env=env, check=False, capture_output=True, text=True,
-                              timeout=TIMEOUTS[stage])
-    except subprocess.TimeoutExpired as e:
-        raise LearnError(f"the check did not finish within {TIMEOUTS[stage]} s: does a loop of yours never "
-                         "end?") from e
-    if done.returncode:
-        raise LearnError(f"the check itself failed:\n{done.stderr.strip()}")
-    return json.loads((folder / ".out.json").read_text(encoding="utf-8")), done.stdout
+    shown, deadline = 0, time.monotonic() + TIMEOUTS[stage]
+    with open(folder / ".stdout", "w", encoding="utf-8") as out, \
+            open(folder / ".stderr", "w", encoding="utf-8") as err:
+        command = [sys.executable, "-m", "common.learn_check", stage, ".job.json", ".out.json"]
+        process = subprocess.Popen(command, cwd=folder, env=env, stdout=out, stderr=err, text=True)
+        finished = False
+        while not finished:
+            try:
+                process.wait(timeout=0.2)
+                finished = True
+            except subprocess.TimeoutExpired:
+                if time.monotonic() > deadline:
+                    process.kill()
+                    process.wait()
+                    raise LearnError(f"the check did not finish within {TIMEOUTS[stage]} s: does a loop of "
+                                     "yours never end?") from None
+            lines = progress.read_text(encoding="utf-8").split("\n")[:-1]  # whole lines only
+            for line in lines[shown:]:
+                print(line, flush=True)
+            shown = len(lines)
+    if process.returncode:
+        stderr = (folder / ".stderr").read_text(encoding="utf-8")
+        raise LearnError(f"the check itself failed:\n{stderr.strip()}")
+    return (json.loads((folder / ".out.json").read_text(encoding="utf-8")),
+            (folder / ".stdout").read_text(encoding="utf-8"))
 
 
 def run_tests(folder: Path, chosen: list[Task], sources: dict[str, dict[str, str]], tasks: list[Task],
@@ -339,9 +356,9 @@ def _report(task: Task, cases: list[dict], tests: list[dict], mistake: str | Non
     print(f"\n{task.id}  {task.title}  ({where(task)})")
     written = [r for r in cases if r["message"] != NOT_WRITTEN]
     passed = all(r["passed"] for r in cases)
-    for r in cases if written else []:
-        print(f"  {'✓' if r['passed'] else '✗'} {r['name']}"
-              + ("" if r["passed"] else f": {r['message']}"))
+    for r in cases if written else []:  # each case was shown as it finished; the failures again, with why
+        if not r["passed"]:
+            print(f"  ✗ {r['name']}: {r['message']}")
     if mistake:
         print(f"  → every case gives what the course's code gives with a classic mistake: {mistake}")
     if not passed and task.tests and written:
@@ -381,6 +398,7 @@ def cmd_check(chosen: list[Task], state: State, tasks: list[Task], _args) -> int
     with tempfile.TemporaryDirectory(prefix="learn-") as tmp:
         folder = Path(tmp)
         copy_course(tasks, folder)
+        print(f"checking {', '.join(task.id for task in chosen)}: each case as it finishes", flush=True)
         compared, printed = run_stage(folder, "compare", {"sources": sources, "imports": imports})
         passed = [task for task in chosen if all(r["passed"] for r in compared[task.id]["cases"])]
         testable = [task for task in passed if task.tests]

@@ -19,7 +19,9 @@ import math
 import os
 import random
 import re
+import signal
 import sys
+import threading
 import traceback
 import types
 import warnings
@@ -33,6 +35,8 @@ import torch
 from common.learn_source import get_function, replace_function, with_imports
 
 NOT_WRITTEN = "not written yet"
+CASE_SECONDS = 60  # one case's time limit; a slower one is that case's ✗
+PROGRESS = ".progress"  # where the compare stage writes each case as it finishes, in the check's folder
 STARS = {1: "★", 2: "★★", 3: "★★★"}
 
 
@@ -162,12 +166,39 @@ class StopCases(Exception):
     a diagnosis needs no more."""
 
 
-class Cases:
-    """Runs a task's cases, each from the same seeds, and keeps a ✓ or ✗ for each."""
+class CaseTimeout(Exception):
+    """A case ran past CASE_SECONDS."""
 
-    def __init__(self, yours_filename: str, expect: list[Result] | None = None):
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise CaseTimeout in the code inside once `seconds` have passed, where the platform has interval
+    timers (not Windows) and this is the main thread; elsewhere, no limit but the whole check's."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(_signum, _frame):
+        raise CaseTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class Cases:
+    """Runs a task's cases, each from the same seeds and within CASE_SECONDS, and keeps a ✓ or ✗ for each;
+    with `progress`, also writes each one there as it finishes (`learn check` shows them as they come)."""
+
+    def __init__(self, yours_filename: str, expect: list[Result] | None = None, progress: Path | None = None,
+                 label: str = ""):
         self.yours_filename = yours_filename
         self.expect = expect
+        self.progress, self.label = progress, label
         self.results: list[Result] = []
 
     @contextlib.contextmanager
@@ -176,7 +207,11 @@ class Cases:
         random.seed(0)
         np.random.seed(0)
         try:
-            yield Case(given)
+            with time_limit(CASE_SECONDS):
+                yield Case(given)
+        except CaseTimeout:
+            self.results.append(Result(name, False, f"took longer than {CASE_SECONDS} s: does a loop of "
+                                                    "yours never end?"))
         except NotImplementedError as e:
             written = not str(e).endswith(NOT_WRITTEN)  # the stub's, or another (nn.Module's without forward)
             self.results.append(Result(name, False, self._raised(e) if written else NOT_WRITTEN))
@@ -186,6 +221,10 @@ class Cases:
             self.results.append(Result(name, False, self._raised(e)))
         else:
             self.results.append(Result(name, True))
+        if self.progress is not None:
+            result = self.results[-1]
+            with self.progress.open("a", encoding="utf-8") as out:
+                out.write(f"  {self.label} {'✓' if result.passed else '✗'} {result.name}\n")
         if self.expect is not None and self.results != self.expect[: len(self.results)]:
             raise StopCases
 
@@ -222,22 +261,23 @@ def functions_of(text: str, task: Task) -> dict[str, str]:
     return {qualname: get_function(text, qualname) for qualname in task.functions}
 
 
-def compare(task: Task, course_text: str, sources: dict[str, str], imports: tuple[str, ...] = ()
-            ) -> list[Result]:
+def compare(task: Task, course_text: str, sources: dict[str, str], imports: tuple[str, ...] = (),
+            progress: Path | None = None) -> list[Result]:
     """The task's cases, the course's file against the same file holding `sources` for the task's
-    functions (and the import statements you added, `imports`). Nothing is written to disk."""
+    functions (and the import statements you added, `imports`); each case's ✓ or ✗ also written to
+    `progress` as it finishes. Nothing else is written to disk."""
     yours = with_imports(with_functions(course_text, task, sources), list(imports))
-    return run_cases(task, course_text, yours)
+    return run_cases(task, course_text, yours, progress=progress)
 
 
 def run_cases(task: Task, reference_text: str, yours_text: str, expect: list[Result] | None = None,
-              tag: str = "yours") -> list[Result]:
+              tag: str = "yours", progress: Path | None = None) -> list[Result]:
     """The task's check with `reference_text` as the course's file and `yours_text` as yours; with `expect`,
     stopped at the first result that differs from it."""
     path = task.file
     yours_filename = f"{path} (yours)"
     course = load_module(reference_text, path, f"_learn_course_{task.id.replace('.', '_')}")
-    cases = Cases(yours_filename, expect)
+    cases = Cases(yours_filename, expect, progress, task.id)
     try:
         yours = load_module(yours_text, yours_filename, f"_learn_{tag}_{task.id.replace('.', '_')}")
     except Exception as e:  # a syntax error, or code at the top level of the file that raised
@@ -349,7 +389,8 @@ def main(argv: list[str] | None = None) -> None:
         results = {}
         for task_id, sources in spec["sources"].items():
             course_text = Path(tasks[task_id].file).read_text(encoding="utf-8")
-            cases = compare(tasks[task_id], course_text, sources, spec["imports"].get(task_id, ()))
+            cases = compare(tasks[task_id], course_text, sources, spec["imports"].get(task_id, ()),
+                            progress=Path(PROGRESS))
             written = any(r.message != NOT_WRITTEN for r in cases)
             failed = not all(r.passed for r in cases)
             results[task_id] = {"cases": [vars(r) for r in cases],

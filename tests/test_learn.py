@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from common import learn as learn_command
+from common import learn_check
 from common.learn_check import NOT_WRITTEN, all_tasks, compare, diagnose, functions_of
 from common.learn_source import get_function, replace_function, stub
 
@@ -210,6 +211,8 @@ def test_a_wrong_function_is_reported_refused_a_stub_and_saved_on_reset(clone, l
         assert checked.returncode == 1
         assert "differs first at index" in checked.stdout and "(input: x = torch.randn(" in checked.stdout
         assert f"a classic mistake: {task.mistakes[0].name}" in checked.stdout
+        assert "\n  1.attention ✓ explicit path, T = 1\n" in checked.stdout  # each case as it finished
+        assert "\n  1.attention ✗ " in checked.stdout
         assert "the chapter's tests run once every case passes" in checked.stdout
 
         refused = learn(clone, "start", task.id)  # the learner's edits are never overwritten by a stub
@@ -413,3 +416,15 @@ def test_imports_you_add_are_carried_into_the_check_and_a_helper_is_named(clone,
                 and checked.stdout.count("_residual") == 1)
     finally:
         path.write_text(before, encoding="utf-8")
+
+
+def test_a_case_that_never_ends_is_that_cases_cross(monkeypatch):
+    monkeypatch.setattr(learn_check, "CASE_SECONDS", 1)
+    task = BY_ID["1.block"]
+    text, sources = course(task)
+    (name, source), = sources.items()
+    endless = source.replace("x = self.ln_1(x + self.attn(x))", "while True:\n                pass")
+    assert endless != source
+    results = compare(task, text, {name: endless})
+    assert results and all(not r.passed for r in results[:1])
+    assert results[0].message == "took longer than 1 s: does a loop of yours never end?"
