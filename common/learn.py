@@ -78,7 +78,7 @@ def course_commit(state: "State") -> tuple[str, str]:
     if "commit" not in state.data.get(COURSE_KEY, {}):
         state.data[COURSE_KEY] = {"commit": git("rev-parse", "HEAD").strip()}
         state.save()
-    return state.data[COURSE_KEY]["commit"], "the commit learn first ran at (no remote named origin)"
+    return state.data[COURSE_KEY]["commit"], "the commit learn first ran at; there is no remote named origin"
 
 
 def course_text(path: str, tasks: list[Task]) -> str:
