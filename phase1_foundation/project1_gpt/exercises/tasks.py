@@ -4,7 +4,11 @@ Each check builds the course's version and yours from the same random weights, r
 random inputs (several shapes, T = 1 included) and compares. `uv run learn list` shows the tasks.
 """
 
+import contextlib
+import copy
 import importlib
+import io
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -104,6 +108,38 @@ def check_forward(course, yours, case):
         else:
             c.fail("17 tokens went through a model of block_size 16; raise ValueError (a position table of "
                    "16 rows has no row for position 16)")
+
+
+def _questions(data, n: int = 5):
+    """n small multiple-choice questions, two or three candidates each, and a character tokenizer for them."""
+    tokenizer = CharTokenizer.train(["abcdefgh xyz. river city"], data.SPECIAL_TOKENS)
+    contexts = ("abc", "the river", "city of", "xyz", "fade")
+    questions = [data.Question(contexts[i % 5], ["ab", "cd e", "xy"][: 2 + i % 2], i % 2) for i in range(n)]
+    return tokenizer, questions
+
+
+def check_finetune(course, yours, case):
+    data = importlib.import_module(f"{CHAPTER}.download_data")
+    model_module = importlib.import_module(f"{CHAPTER}.model")
+    tokenizer, questions = _questions(data)
+    settings = dict(FT_BATCH_SIZE=2, FT_LEARNING_RATE=3e-3, WEIGHT_DECAY=0.1, BETAS=(0.9, 0.99),
+                    FT_WARMUP_RATIO=0.3, GRAD_CLIP=0.05)
+    for lm_weight, steps in ((0.5, 7), (0.0, 4)):
+        with case(f"{steps} steps, the LM loss weighted {lm_weight}: the same weights after as the course's",
+                  given=f"5 questions in batches of 2 (epochs repeat), lr 3e-3, warmup 30%, clipping at "
+                        f"0.05, FT_LM_WEIGHT = {lm_weight}") as c:
+            cfg = SimpleNamespace(**settings, FT_LM_WEIGHT=lm_weight)
+            encoded = course.encode(questions, tokenizer, 16)
+            torch.manual_seed(1)
+            gpt = model_module.GPT(model_module.GPTConfig(vocab_size=tokenizer.vocab_size, block_size=16,
+                                                          n_layer=1, n_head=2, n_embd=16, dropout=0.0))
+            start = course.MultipleChoiceGPT(gpt, dropout=0.0)
+            ref, mine = copy.deepcopy(start), copy.deepcopy(start)
+            with contextlib.redirect_stderr(io.StringIO()):  # the progress bars
+                course.finetune(ref, encoded, steps, cfg, torch.device("cpu"), seed=3, desc="course")
+                yours.finetune(mine, encoded, steps, cfg, torch.device("cpu"), seed=3, desc="yours")
+            for (name, a), b in zip(mine.state_dict().items(), ref.state_dict().values(), strict=True):
+                c.close(a, b, f"the weights {name} after fine-tuning", atol=1e-6, rtol=1e-4)
 
 
 def check_lm_loss(course, yours, case):
@@ -353,6 +389,49 @@ TASKS = [
                     (("targets[positions >= extract_at.view(-1, 1)] = IGNORE", "pass"),)),
             Mistake("one target too many: the token after <|extract|>",
                     (("positions >= extract_at", "positions > extract_at"),)),
+        ),
+    ),
+    Task(
+        id="1.train_step",
+        title="the training step: the schedule, the combined loss, backward, clipping, AdamW",
+        file="phase1_foundation/project1_gpt/finetune.py",
+        functions=("finetune",),
+        difficulty=3,
+        asks="GPT-1's fine-tuning loop (§3.2, §4.1), one optimisation step after another: AdamW\n"
+             "through adamw() (decay on matrices only), the questions shuffled anew each epoch by a\n"
+             "generator seeded with `seed`, batches of FT_BATCH_SIZE, the learning rate of warmup_linear\n"
+             "(warmup over FT_WARMUP_RATIO of the steps, at least one) set before each step, the loss\n"
+             "L2 + FT_LM_WEIGHT * L1 (the task's cross-entropy on the scores, plus lm_loss when the weight\n"
+             "is not 0), backward, the gradients clipped to GRAD_CLIP, the optimizer's step, the gradients\n"
+             "zeroed.",
+        hints=(
+            "Before the loop: ids, extract_at, answers = data; the optimizer; "
+            "torch.Generator().manual_seed(seed) for the order; model.train(). Each epoch is "
+            "ceil(len(answers) / FT_BATCH_SIZE) steps: draw a new torch.randperm with that generator at each "
+            "epoch's first step.",
+            "A batch: trim(ids[batch], extract_at[batch]) (the padding no candidate needs), moved to the "
+            "device. model(x, e) gives (scores, logits); F.cross_entropy(scores, y) is L2, lm_loss(logits, "
+            "x, e) is L1. Set the learning rate with set_lr before the forward pass.",
+            "loss.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP); "
+            "optimizer.step(); optimizer.zero_grad(set_to_none=True). Warmup: max(1, "
+            "round(FT_WARMUP_RATIO * steps)) steps of warmup_linear, total_steps = steps.",
+        ),
+        check=check_finetune,
+        tests=(TESTS + "test_exercises.py::test_ex5_finetunes_one_checkpoint_with_and_without_the_auxiliary"
+                       "_loss",),
+        mistakes=(
+            Mistake("no gradient clipping",
+                    (("torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)", "pass"),)),
+            Mistake("the auxiliary LM loss left out",
+                    (("loss = task + cfg.FT_LM_WEIGHT * lm_loss(logits, x, e) if cfg.FT_LM_WEIGHT else task",
+                      "loss = task"),)),
+            Mistake("the gradients never zeroed: they pile up step after step",
+                    (("optimizer.zero_grad(set_to_none=True)", "pass"),)),
+            Mistake("the questions shuffled once, not each epoch",
+                    (("if step % steps_per_epoch == 0:", "if step == 0:"),)),
+            Mistake("the learning rate never scheduled: the peak from the first step",
+                    (("set_lr(optimizer, warmup_linear(",
+                      "(lambda optimizer, lr: None)(optimizer, warmup_linear("),)),
         ),
     ),
     Task(

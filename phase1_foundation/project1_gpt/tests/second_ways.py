@@ -5,6 +5,39 @@ way of writing a function, only on what it computes.
 """
 
 SECOND_WAYS = {
+    "1.train_step": {"finetune": '''
+def finetune(model, data, steps, cfg, device, seed, desc):
+    ids, extract_at, answers = data
+    per_epoch = math.ceil(len(answers) / cfg.FT_BATCH_SIZE)
+    warmup = max(1, round(cfg.FT_WARMUP_RATIO * steps))
+    optimizer = adamw(model, cfg.FT_LEARNING_RATE, cfg.WEIGHT_DECAY, cfg.BETAS, device)
+    shuffler = torch.Generator().manual_seed(seed)
+    model.train()
+    for step in range(steps):
+        epoch_step = step % per_epoch
+        if epoch_step == 0:
+            order = torch.randperm(len(answers), generator=shuffler)
+        batch = order[epoch_step * cfg.FT_BATCH_SIZE : (epoch_step + 1) * cfg.FT_BATCH_SIZE]
+        x = trim(ids[batch], extract_at[batch]).to(device)
+        e, y = extract_at[batch].to(device), answers[batch].to(device)
+        if step < warmup:  # linear warmup, then linear decay to 0 at the last step
+            lr = cfg.FT_LEARNING_RATE * (step + 1) / warmup
+        else:
+            lr = cfg.FT_LEARNING_RATE * (1 - min(1.0, (step - warmup) / max(1, steps - warmup)))
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        scores, logits = model(x, e)
+        loss = F.cross_entropy(scores, y)
+        if cfg.FT_LM_WEIGHT:
+            loss = loss + cfg.FT_LM_WEIGHT * lm_loss(logits, x, e)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        for g in grads:  # clipped to a total norm of GRAD_CLIP, as clip_grad_norm_ does
+            g.mul_(torch.clamp(cfg.GRAD_CLIP / (norm + 1e-6), max=1.0))
+        optimizer.step()
+'''},
     "1.forward": {
         "GPT.hidden_states": '''
 def hidden_states(self, idx):
