@@ -10,9 +10,9 @@
     uv run learn next                  the next task in the chapters' reading order that is not done
     uv run learn status                which commit is the course's version, and how far you are
 
-The course's version of each function is fixed: the commit where your branch leaves the course's (the
-merge-base with the remote you cloned, origin), or, in a copy without that remote, the commit learn first ran
-at. Your own commits never become the reference. `start` also keeps a copy of each function it replaces until
+The course's version of each function is fixed: the commit learn first ran at (HEAD then, kept in .learn/),
+so your own commits never become the reference; after pulling the course's news, `learn status --update`
+makes HEAD the course's version. `start` also keeps a copy of each function it replaces until
 the task is reset. learn keeps its notes in .learn/ (ignored by git): the course's commit, the tasks under
 way, the course's functions they replaced, the hints seen, the last check, and every version of yours it
 replaced.
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTES = ROOT / ".learn"  # state.json, course/<task id>.json (the course's functions), saved/
 TIMEOUTS = {"compare": 300, "tests": 1200}  # seconds; a function that never returns ends the check
 COURSE_KEY = "course"  # state.json's entry for the course's commit, beside one entry per task id
-COURSE = ("HEAD", "")  # (commit, how it was chosen): set by main() from course_commit()
+COURSE: tuple[str, str] | None = None  # (commit, how it was chosen), set by main() from course_commit()
 
 
 class LearnError(Exception):
@@ -68,23 +68,26 @@ def kept(task: Task) -> Path:
     return NOTES / "course" / f"{task.id}.json"
 
 
-def course_commit(state: "State") -> tuple[str, str]:
-    """(commit, how it was chosen): the merge-base of HEAD with origin's branch, where the course's history
-    ends and yours begins; without that remote, the commit learn first ran at, kept in `state`."""
-    remote = subprocess.run(["git", "-C", str(ROOT), "merge-base", "HEAD", "refs/remotes/origin/HEAD"],
-                            capture_output=True, text=True, check=False)
-    if remote.returncode == 0 and remote.stdout.strip():
-        return remote.stdout.strip(), "where your branch leaves origin's"
-    if "commit" not in state.data.get(COURSE_KEY, {}):
+def course_commit(state: "State", update: bool = False) -> tuple[str, str]:
+    """(commit, how it was chosen): the commit learn first ran at, kept in `state`, so that commits of
+    yours never become the course's version; `update` moves it to HEAD (after pulling the course's news)."""
+    if update or "commit" not in state.data.get(COURSE_KEY, {}):
         state.data[COURSE_KEY] = {"commit": git("rev-parse", "HEAD").strip()}
         state.save()
-    return state.data[COURSE_KEY]["commit"], "the commit learn first ran at; there is no remote named origin"
+        return state.data[COURSE_KEY]["commit"], "HEAD when learn first ran" if not update else "HEAD now"
+    return state.data[COURSE_KEY]["commit"], "HEAD when learn first ran"
 
 
 def course_text(path: str, tasks: list[Task]) -> str:
     """The course's version of a file: as it stands at course_commit(), with the functions of each task
     under way as they were when it started."""
-    text = git("show", f"{COURSE[0]}:./{path}")
+    commit = (COURSE or course_commit(State()))[0]
+    try:
+        text = git("show", f"{commit}:./{path}")
+    except LearnError as e:
+        raise LearnError(f"the course's version (commit {commit[:12]}) has no {path}: after pulling the "
+                         "course's news, `uv run learn status --update` makes HEAD the course's "
+                         "version") from e
     for task in tasks:
         if task.file == path and kept(task).exists():
             text = with_functions(text, task, json.loads(kept(task).read_text(encoding="utf-8")))
@@ -296,7 +299,8 @@ def run_stage(folder: Path, stage: str, job: dict) -> tuple[object, str]:
     progress = folder / PROGRESS
     progress.write_text("", encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(folder)}
-    shown, deadline = 0, time.monotonic() + TIMEOUTS[stage]
+    limit = TIMEOUTS[stage] * max(1, len(job.get("sources", {})))  # the compare stage: per task
+    shown, deadline = 0, time.monotonic() + limit
     with open(folder / ".stdout", "w", encoding="utf-8") as out, \
             open(folder / ".stderr", "w", encoding="utf-8") as err:
         command = [sys.executable, "-m", "common.learn_check", stage, ".job.json", ".out.json"]
@@ -310,11 +314,11 @@ def run_stage(folder: Path, stage: str, job: dict) -> tuple[object, str]:
                 if time.monotonic() > deadline:
                     process.kill()
                     process.wait()
-                    raise LearnError(f"the check did not finish within {TIMEOUTS[stage]} s: does a loop of "
+                    raise LearnError(f"the check did not finish within {limit} s: does a loop of "
                                      "yours never end?") from None
-            lines = progress.read_text(encoding="utf-8").split("\n")[:-1]  # whole lines only
+            lines = progress.read_bytes().split(b"\n")[:-1]  # whole lines only, decoded once whole
             for line in lines[shown:]:
-                print(line, flush=True)
+                print(line.decode("utf-8"), flush=True)
             shown = len(lines)
     if process.returncode:
         stderr = (folder / ".stderr").read_text(encoding="utf-8")
@@ -402,6 +406,8 @@ def cmd_check(chosen: list[Task], state: State, tasks: list[Task], _args) -> int
         compared, printed = run_stage(folder, "compare", {"sources": sources, "imports": imports})
         passed = [task for task in chosen if all(r["passed"] for r in compared[task.id]["cases"])]
         testable = [task for task in passed if task.tests]
+        if testable:
+            print(f"running the chapter's tests of {', '.join(task.id for task in testable)}", flush=True)
         tested = run_tests(folder, testable, sources, tasks, imports) if testable else {}
     if printed.strip():
         lines = printed.rstrip().splitlines()
@@ -446,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=COMMANDS)
     parser.add_argument("ids", nargs="*", help="task ids, e.g. 1.attention (list: all when none is given)")
     parser.add_argument("--apply", action="store_true", help="solution: put the course's version in place")
+    parser.add_argument("--update", action="store_true",
+                        help="status: make HEAD the course's version (after pulling the course's news)")
     args = parser.parse_args(argv)
     try:
         tasks = all_tasks(ROOT)
@@ -458,15 +466,23 @@ def main(argv: list[str] | None = None) -> int:
                              "`uv run learn list` shows them all")
         if args.apply and args.command != "solution":
             raise LearnError("--apply goes with `solution`")
+        if args.update and args.command != "status":
+            raise LearnError("--update goes with `status`")
         state = State()
+        global COURSE
+        COURSE = None
         if args.command != "hint":
             require_git()
-            global COURSE
-            COURSE = course_commit(state)
+            COURSE = course_commit(state, update=args.update)
         chosen = [known[i] for i in args.ids] if args.ids else tasks
         code = COMMANDS[args.command](chosen, state, tasks, args)
     except LearnError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except LookupError as e:  # a task's function, newer than the course's version learn keeps
+        print(f"error: the course's version (commit {COURSE[0][:12] if COURSE else '?'}) has no {e}: after "
+              "pulling the course's news, `uv run learn status --update` makes HEAD the course's version",
+              file=sys.stderr)
         return 2
     return code
 

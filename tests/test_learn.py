@@ -343,8 +343,7 @@ def test_a_function_committed_without_learn_start_never_becomes_the_reference(cl
     # a learner's clone, with the course as origin, and a copy without a remote: both keep the course's commit
     cloned = tmp_path / "cloned"
     subprocess.run(["git", "clone", "-q", str(clone), str(cloned)], check=True, capture_output=True)
-    for folder, how in ((cloned, "where your branch leaves origin's"),
-                        (clone, "the commit learn first ran at")):
+    for folder, how in ((cloned, "HEAD when learn first ran"), (clone, "HEAD when learn first ran")):
         first = learn(folder, "status")
         assert first.returncode == 0 and f"commit {course_head[:12]} ({how}" in first.stdout
         path = folder / task.file
@@ -358,6 +357,10 @@ def test_a_function_committed_without_learn_start_never_becomes_the_reference(cl
             checked = learn(folder, "check", task.id)
             assert checked.returncode == 1 and f"✗ {task.id}" in checked.stdout
             assert f"commit {course_head[:12]}" in learn(folder, "status").stdout
+            if folder == cloned:  # the learner says HEAD is the course's now: their commit becomes it
+                mine = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True,
+                                      text=True, check=True).stdout.strip()
+                assert f"commit {mine[:12]} (HEAD now)" in learn(folder, "status", "--update").stdout
         finally:
             subprocess.run(["git", "-C", str(folder), "reset", "-q", "--hard", course_head], check=False,
                            capture_output=True)

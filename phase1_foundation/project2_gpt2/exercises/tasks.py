@@ -453,10 +453,11 @@ TASKS = [
         asks="Learn vocab_size - 257 merges from `texts`: split each text with PRETOKENIZE (merges\n"
              "never cross pre-tokens), each pre-token as its byte symbols (to_symbols); then, again and\n"
              "again, merge the most frequent pair of neighbouring symbols, counted over the corpus (a word\n"
-             "as often as it occurs). Ties go to the pair that sorts first; a pair whose merged token\n"
-             "already exists is passed over; stop early when no pair is left (say so). Return\n"
-             "cls(encoder, merges): the 256 byte tokens, then merge k as id 256 + k, then <|endoftext|>.\n"
-             "Refuse vocab_size < 257 with a message that says \"at least 257\".",
+             "as often as it occurs). Ties go to the pair whose symbol strings sort first (a space is 'Ġ',\n"
+             "U+0120, after the letters); a pair whose merged token already exists is passed over; stop\n"
+             "early when no pair is left (say so). Return cls(encoder, merges): the 256 byte tokens, then\n"
+             "merge k as id 256 + k, then <|endoftext|>. Refuse vocab_size < 257 with SystemExit, its\n"
+             "message saying \"at least 257\".",
         hints=(
             "Count the pre-tokens first (a Counter of strings): the corpus becomes a table of distinct words "
             "and how often each occurs, each word a list of symbols. Recounting every pair before each merge "

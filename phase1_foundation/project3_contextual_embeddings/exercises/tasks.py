@@ -621,7 +621,7 @@ TASKS = [
                     (("chosen = rank < count[:, None]",
                       "chosen = ordinary & (torch.rand(ids.shape, generator=generator) < mlm_prob)"),)),
             Mistake("an exact half rounded up, not to the even neighbour",
-                    (("(n * mlm_prob).round()", "(n * mlm_prob + 0.5).floor()"),)),
+                    (("(n.double() * mlm_prob).round()", "(n.double() * mlm_prob + 0.5).floor()"),)),
             Mistake("labels at every ordinary token, not only the chosen",
                     (("labels = torch.where(chosen, ids, IGNORE)",
                       "labels = torch.where(ordinary, ids, IGNORE)"),)),

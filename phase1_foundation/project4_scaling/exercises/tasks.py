@@ -324,6 +324,19 @@ def check_prediction(course, yours, case):
             c.true(isinstance(mine, dict) and set(mine) >= set(ref), f"return a dict with {sorted(ref)}")
             for key in ref:
                 _number(c, mine[key], ref[key], f"predict(...)['{key}']", rtol=1e-7)
+    with case("noisy losses: least squares through every budget's minimum",
+              given="five budgets, 1e18 to 1.6e19, seven sizes each, 1% noise on every loss (seeded)") as c:
+        runs = _runs_of(course, truth, np.geomspace(1e18, 1.6e19, 5))
+        noise = np.random.default_rng(4).standard_normal(runs.loss.size)
+        noisy = runs.with_loss(runs.loss * np.exp(0.01 * noise))
+        mine, ref = yours.predict(noisy, 6.4e19), course.predict(noisy, 6.4e19)
+        for key in ref:
+            _number(c, mine[key], ref[key], f"predict(...)['{key}']", rtol=1e-7)
+    with case("a single budget: no line to carry (NaN)", given="one budget, 1e18, seven sizes") as c:
+        runs = _runs_of(course, truth, np.array([1e18]))
+        mine, ref = yours.predict(runs, 4e18), course.predict(runs, 4e18)
+        for key in ref:
+            _number(c, mine[key], ref[key], f"predict(...)['{key}']")
     with case("a budget whose minimum lies outside its sizes: no prediction (NaN)",
               given="three budgets, the largest's runs all 30 times too small") as c:
         runs = _runs_of(course, truth, np.array([1e18, 2e18, 4e18]))
