@@ -32,6 +32,7 @@ import torch
 
 from common.config import in_repo, portable, portable_settings
 from common.device import pick_device
+from common.errors import CourseError
 from common.tokenizers import Tokenizer
 
 # Prefixes that wrappers add to every parameter name: torch.compile keeps the original module as
@@ -67,7 +68,7 @@ def save_checkpoint(path: Path, state: dict) -> Path:
             os.close(fd)
         os.replace(tmp_name, path)
     except (OSError, RuntimeError) as e:  # torch.save reports a full disk as a RuntimeError
-        raise SystemExit(
+        raise CourseError(
             f"error: could not write checkpoint {path} ({_first_line(e)}); the previous checkpoint is "
             "untouched: check the free disk space and the folder's permissions"
         ) from None
@@ -124,13 +125,13 @@ def load_checkpoint(path: Path, *, kind: str, map_location="cpu") -> dict:
     """read_checkpoint(), for a program: a file that is no checkpoint of `kind` ends it with one line."""
     path = Path(path)
     if not path.is_file():
-        raise SystemExit(
+        raise CourseError(
             f"error: no checkpoint at {path}; train first or pass the path of an existing .pt file"
         )
     try:
         return read_checkpoint(path, kind=kind, map_location=map_location)
     except UnusableCheckpoint as e:
-        raise SystemExit(f"error: {path} is {e.reason}; {e.fix}") from None
+        raise CourseError(f"error: {path} is {e.reason}; {e.fix}") from None
 
 
 def _checkpoints(out_dir: Path, prefix: str) -> list[tuple[int, Path]]:
@@ -162,7 +163,7 @@ def find_checkpoint(spec: str, out_dir: Path, prefix: str) -> Path:
     if spec == "latest":
         newest = newest_checkpoint(out_dir, prefix)
         if newest is None:
-            raise SystemExit(
+            raise CourseError(
                 f"error: no {prefix}_iter*.pt checkpoints in {out_dir}; train first or pass a checkpoint path"
             )
         return newest
@@ -170,7 +171,7 @@ def find_checkpoint(spec: str, out_dir: Path, prefix: str) -> Path:
     if not path.is_file() and in_repo(path).is_file():
         path = in_repo(path)
     if not path.is_file():
-        raise SystemExit(f"error: no checkpoint at {path}; pass an existing .pt file or 'latest'")
+        raise CourseError(f"error: no checkpoint at {path}; pass an existing .pt file or 'latest'")
     return path
 
 
@@ -190,7 +191,7 @@ def open_checkpoint(spec: str, out_dir: Path, prefix: str, *, kind: str, map_loc
             return path, read_checkpoint(path, kind=kind, map_location=map_location)
         except UnusableCheckpoint as e:
             print(f"skipped {path}: {e.reason}")
-    raise SystemExit(f"error: none of the {len(candidates)} checkpoints in {out_dir} loads (each is named "
+    raise CourseError(f"error: none of the {len(candidates)} checkpoints in {out_dir} loads (each is named "
                      "above); start a new run without --RESUME")
 
 
@@ -201,7 +202,7 @@ def prune_checkpoints(out_dir: Path, prefix: str, keep: int) -> None:
     orphan is as large as a checkpoint.
     """
     if keep < 1:
-        raise SystemExit(f"error: asked to keep {keep} checkpoints; keep at least 1 so training can resume")
+        raise CourseError(f"error: asked to keep {keep} checkpoints; keep at least 1 so training can resume")
     for _, path in _checkpoints(out_dir, prefix)[:-keep]:
         path.unlink()
     for orphan in Path(out_dir).glob(f".{prefix}_iter*.tmp"):
@@ -287,7 +288,7 @@ def check_compatible(saved_config: dict, config: dict, keys: Sequence[str]) -> N
         changes = ", ".join(f"{key} {saved_config.get(key)!r} -> {config.get(key)!r}" for key in differing)
         # settings are UPPER_CASE: a model config's n_layer is --N_LAYER on the command line
         fix = " ".join(f"--{key.upper()}={saved_config.get(key)}" for key in differing)
-        raise SystemExit(
+        raise CourseError(
             f"error: the checkpoint's model differs from this configuration ({changes}); "
             f"resume with {fix} or start a new run without resuming"
         )
@@ -304,7 +305,7 @@ def device_here(state: dict, device: str | None = None) -> torch.device:
     trained_on = state["config"]["DEVICE"]
     try:
         return pick_device(trained_on)
-    except SystemExit:
+    except CourseError:
         here = pick_device("auto")
         print(f"the checkpoint was trained on {trained_on}, which this machine cannot use: running on {here}")
         return here
@@ -360,11 +361,11 @@ def checkpoint_data_dir(state: dict, load_tokenizer: Callable[[Path], Tokenizer]
     settings = " ".join(f"--{name}={value}" for name, value in state.get("config", {}).items()
                         if name in DATA_SETTINGS and value is not None)
     if not folder.is_dir():
-        raise SystemExit(f"error: the data this model was trained on ({recorded}) is not in this clone; "
+        raise CourseError(f"error: the data this model was trained on ({recorded}) is not in this clone; "
                          f"prepare it with the chapter's download_data.py {settings}")
     carried = state.get("tokenizer_files")
     if carried is not None and data_record(folder, load_tokenizer(folder))["tokenizer_files"] != carried:
-        raise SystemExit(f"error: {folder} was prepared with another tokenizer than this model's; prepare "
+        raise CourseError(f"error: {folder} was prepared with another tokenizer than this model's; prepare "
                          f"its data again with the chapter's download_data.py {settings}")
     return folder
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 from common.device import pick_device
+from common.errors import CourseError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,7 +82,7 @@ def parse_value(name: str, text: str, default):
             example = ",".join(map(str, default))
         else:
             example = str(default).lower() if kind is bool else default
-        raise SystemExit(
+        raise CourseError(
             f"error: --{name} expects {_type_name(default)} (like --{name}={example}), got {text!r}"
         ) from None
 
@@ -98,12 +99,12 @@ def parse_overrides(argv: list[str], defaults: dict) -> dict:
     for arg in argv:
         match = re.fullmatch(r"--([A-Za-z_][A-Za-z0-9_]*)=(.*)", arg, flags=re.S)
         if not match:
-            raise SystemExit(f"error: cannot read {arg!r}; settings are written --NAME=value (see --help)")
+            raise CourseError(f"error: cannot read {arg!r}; settings are written --NAME=value (see --help)")
         name, text = match.groups()
         if name not in defaults:
             close = difflib.get_close_matches(name.upper(), defaults, n=3, cutoff=0.5)
             hint = f"did you mean {', '.join(close)}?" if close else "run with --help to list them"
-            raise SystemExit(f"error: unknown setting {name}; {hint}")
+            raise CourseError(f"error: unknown setting {name}; {hint}")
         overrides[name] = parse_value(name, text, defaults[name])
     return overrides
 
@@ -115,7 +116,7 @@ def load_config(module: ModuleType, argv: list[str] | None = None) -> SimpleName
     defaults = settings(module)
     if "--help" in argv or "-h" in argv:
         print(help_text(module))
-        raise SystemExit(0)
+        sys.exit(0)  # as argparse does after --help
     overrides = parse_overrides(argv, defaults)
 
     device = pick_device(overrides.get("DEVICE", defaults["DEVICE"]))
@@ -124,7 +125,7 @@ def load_config(module: ModuleType, argv: list[str] | None = None) -> SimpleName
         preset = "cpu" if device.type == "cpu" else "gpu"
     if preset not in module.PRESETS:
         choices = ", ".join(module.PRESETS)
-        raise SystemExit(f"error: unknown preset {preset!r}; choose one of {choices} or auto")
+        raise CourseError(f"error: unknown preset {preset!r}; choose one of {choices} or auto")
     unknown = set(module.PRESETS[preset]) - set(defaults)
     assert not unknown, f"preset {preset} names unknown settings {unknown}"
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from common.download import download, extract_member
+from common.errors import CourseError
 from common.parsers import (
     gutenberg_chapters,
     tinyshakespeare_speeches,
@@ -210,7 +211,7 @@ def prepare_corpus(name: str, data_dir: Path, text_file: str | None = None) -> C
             return chain.from_iterable(_downloaded_documents(member, data_dir) for member in members)
 
         return _cached(name, name, data_dir, documents, members[0].unit, f"{len(members)} {bundle.about}")
-    raise SystemExit(f"error: unknown corpus {name!r}; choose one of {', '.join(corpus_names())}, "
+    raise CourseError(f"error: unknown corpus {name!r}; choose one of {', '.join(corpus_names())}, "
                      "or give your own text with --TEXT_FILE=path")
 
 
@@ -219,7 +220,7 @@ def open_corpus(path: Path) -> Corpus:
     path = Path(path)
     stats_path = path.with_suffix(".json")
     if not (path.exists() and stats_path.exists()):
-        raise SystemExit(f"error: the corpus cache {path} is gone; run download_data.py again to rebuild it")
+        raise CourseError(f"error: the corpus cache {path} is gone; run download_data.py again to rebuild it")
     return Corpus(path=path, **json.loads(stats_path.read_text(encoding="utf-8")))
 
 
@@ -258,7 +259,7 @@ def _write_cache(documents: Iterable[str], path: Path, name: str, unit: str, ori
                 characters += len(document)
                 words += len(document.split())
         if count == 0:
-            raise SystemExit(f"error: found no text in {origin}; a corpus needs at least one paragraph")
+            raise CourseError(f"error: found no text in {origin}; a corpus needs at least one paragraph")
         corpus = Corpus(name, path, count, characters, words, unit, origin)
         stats = {key: value for key, value in asdict(corpus).items() if key != "path"}
         stats_tmp.write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
@@ -275,11 +276,12 @@ def _write_cache(documents: Iterable[str], path: Path, name: str, unit: str, ori
 def _own_text(path: Path, data_dir: Path) -> Corpus:
     """A corpus from a .txt file or a folder of them, cached under a name that changes when they change."""
     if not path.exists():
-        raise SystemExit(f"error: {path} does not exist; point --TEXT_FILE at a .txt file or a folder")
+        raise CourseError(f"error: {path} does not exist; point --TEXT_FILE at a .txt file or a folder")
     if path.is_dir():
         files = sorted(path.rglob("*.txt"))
         if not files:
-            raise SystemExit(f"error: {path} holds no .txt files; add some, or point --TEXT_FILE at one file")
+            raise CourseError(f"error: {path} holds no .txt files; add some, or point --TEXT_FILE "
+                              f"at one file")
 
         def documents() -> Iterator[str]:
             return (document for document in map(_whole_file_document, files) if document)
@@ -348,7 +350,7 @@ def _utf8_lines(path: Path) -> Iterator[str]:
         with open(path, encoding="utf-8-sig") as f:  # -sig: ignore the byte-order mark some editors add
             yield from f
     except UnicodeDecodeError:
-        raise SystemExit(f"error: {path} is not UTF-8 text; save it as UTF-8 (for example: "
+        raise CourseError(f"error: {path} is not UTF-8 text; save it as UTF-8 (for example: "
                          f"iconv -f latin1 -t utf-8 {path} > {path.stem}-utf8.txt)") from None
 
 
@@ -386,6 +388,6 @@ def _wiki_dump_path() -> Path:
     spec = importlib.util.find_spec("gensim")
     path = Path(spec.submodule_search_locations[0]) / WIKI_DUMP if spec else None
     if path is None or not path.exists():
-        raise SystemExit("error: wiki-sample is read from gensim's test data, but gensim is missing; "
+        raise CourseError("error: wiki-sample is read from gensim's test data, but gensim is missing; "
                          "run: uv sync")
     return path

@@ -12,6 +12,8 @@ import random
 import numpy as np
 import torch
 
+from common.errors import CourseError
+
 
 def pick_device(name: str = "auto") -> torch.device:
     """`auto` takes the fastest device present that passes `device_problem`'s check (cuda > mps > cpu); any
@@ -30,21 +32,21 @@ def pick_device(name: str = "auto") -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise SystemExit(
+        raise CourseError(
             f"error: unknown device {name!r}; use --DEVICE=auto, cuda, cuda:N, mps or cpu"
         ) from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(
+        raise CourseError(
             "error: --DEVICE=cuda but PyTorch sees no CUDA GPU; use --DEVICE=auto or --DEVICE=cpu"
         )
     if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
-        raise SystemExit(f"error: --DEVICE={name} but only {torch.cuda.device_count()} CUDA GPU(s) exist")
+        raise CourseError(f"error: --DEVICE={name} but only {torch.cuda.device_count()} CUDA GPU(s) exist")
     if device.type == "mps" and not torch.backends.mps.is_available():
-        raise SystemExit("error: --DEVICE=mps but this machine has no Apple-silicon GPU; use --DEVICE=auto")
+        raise CourseError("error: --DEVICE=mps but this machine has no Apple-silicon GPU; use --DEVICE=auto")
     if device.type not in ("cuda", "mps", "cpu"):
-        raise SystemExit(f"error: unsupported device {name!r}; use --DEVICE=auto, cuda, mps or cpu")
+        raise CourseError(f"error: unsupported device {name!r}; use --DEVICE=auto, cuda, mps or cpu")
     if device.type != "cpu" and (problem := device_problem(device)) is not None:
-        raise SystemExit(f"error: --DEVICE={name} fails a check ({problem}); use --DEVICE=cpu")
+        raise CourseError(f"error: --DEVICE={name} fails a check ({problem}); use --DEVICE=cpu")
     return device
 
 

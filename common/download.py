@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
+from common.errors import CourseError
 from common.progress import progress_bar
 
 OFFLINE_HINT = "the embedded default needs no download: leave out --CORPUS"
@@ -39,7 +40,7 @@ USER_AGENT = "llm-from-scratch-course (urllib)"  # some hosts refuse requests wi
 
 
 class DownloadFailed(Exception):
-    """A download went wrong in a way the user should hear about (turned into SystemExit by download)."""
+    """A download went wrong in a way the user should hear about (download raises it as a CourseError)."""
 
 
 class _BrokenOff(Exception):
@@ -75,7 +76,7 @@ def download(url: str, dest: Path, *, size: int | None, sha256: str | None,
             _record_sha256(dest, url, actual_sha)
         os.replace(part, dest)
     except DownloadFailed as e:
-        raise SystemExit(
+        raise CourseError(
             f"error: could not download {url}: {e}; try again later, or save the file by hand as {dest}; "
             f"{hint}"
         ) from None
@@ -100,11 +101,11 @@ def extract_member(zip_path: Path, member: str, dest: Path) -> Path:
                 out.write(chunk)
         os.replace(tmp, target)
     except KeyError:
-        raise SystemExit(
+        raise CourseError(
             f"error: {zip_path} has no file {member}; delete {zip_path} and run again to download it afresh"
         ) from None
     except zipfile.BadZipFile:
-        raise SystemExit(
+        raise CourseError(
             f"error: {zip_path} is not a readable zip archive; delete it and run again to download it afresh"
         ) from None
     finally:
@@ -113,11 +114,11 @@ def extract_member(zip_path: Path, member: str, dest: Path) -> Path:
 
 
 def _safe_relative_path(member: str, zip_path: Path) -> PurePosixPath:
-    """The member's path if it stays inside the destination folder; SystemExit otherwise."""
+    """The member's path if it stays inside the destination folder; CourseError otherwise."""
     path = PurePosixPath(member.replace("\\", "/"))  # zips made on Windows may use backslashes
     escapes = path.is_absolute() or ".." in path.parts or ":" in (path.parts[0] if path.parts else "")
     if escapes or not path.parts:
-        raise SystemExit(
+        raise CourseError(
             f"error: refusing to extract {member!r} from {zip_path}: its path leads outside the target "
             "folder; delete the archive, it is not the file the course expects"
         )

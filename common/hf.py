@@ -13,6 +13,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from common.errors import CourseError
+
 
 def read_hf_config(folder: Path, model_type: str, hint: str) -> dict:
     """config.json of a transformers folder, checked to describe a `model_type` model. `hint` says what folder
@@ -20,15 +22,15 @@ def read_hf_config(folder: Path, model_type: str, hint: str) -> dict:
     folder = Path(folder)
     path = folder / "config.json"
     if not folder.is_dir():
-        raise SystemExit(f"error: {folder} is not a folder; {hint}")
+        raise CourseError(f"error: {folder} is not a folder; {hint}")
     if not path.is_file():
-        raise SystemExit(f"error: no config.json in {folder}; {hint}")
+        raise CourseError(f"error: no config.json in {folder}; {hint}")
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SystemExit(f"error: {path} is not valid JSON ({e}); download the model again") from None
+        raise CourseError(f"error: {path} is not valid JSON ({e}); download the model again") from None
     if config.get("model_type") != model_type:
-        raise SystemExit(f"error: {folder} holds a {config.get('model_type')!r} model, not {model_type!r}")
+        raise CourseError(f"error: {folder} holds a {config.get('model_type')!r} model, not {model_type!r}")
     return config
 
 
@@ -39,12 +41,12 @@ def read_hf_weights(folder: Path, hint: str) -> dict[str, torch.Tensor]:
     if not path.is_file():
         path = folder / "pytorch_model.bin"
     if not path.is_file():
-        raise SystemExit(f"error: no model.safetensors or pytorch_model.bin in {folder}; {hint}")
+        raise CourseError(f"error: no model.safetensors or pytorch_model.bin in {folder}; {hint}")
     try:
         if path.suffix == ".safetensors":
             return load_file(path)
         # weights_only: a .bin is a pickle, and a pickle from the internet could run code when loaded
         return torch.load(path, map_location="cpu", weights_only=True)
     except (SafetensorError, RuntimeError, pickle.UnpicklingError, EOFError):
-        raise SystemExit(f"error: cannot read the weights in {path} (truncated or not a weights file); "
+        raise CourseError(f"error: cannot read the weights in {path} (truncated or not a weights file); "
                          "download the model again") from None

@@ -54,7 +54,7 @@ class GracefulInterrupt:
                 newest = self.newest()
                 kept = f"; the newest checkpoint is {newest}" if newest else "; no checkpoint was saved yet"
             print(f"\nstopped at once{kept}", file=sys.stderr, flush=True)
-            raise SystemExit(STOPPED_AT_ONCE) from None
+            sys.exit(STOPPED_AT_ONCE)  # the user asked to stop; not an error to report
         return False
 
     @staticmethod

@@ -30,6 +30,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from common.errors import CourseError
 from common.learn_check import NOT_WRITTEN, PROGRESS, STARS, Task, all_tasks, functions_of, with_functions
 from common.learn_source import added_top_level, get_function, replace_function, stub, with_imports
 
@@ -40,27 +41,24 @@ COURSE_KEY = "course"  # state.json's entry for the course's commit, beside one 
 COURSE: tuple[str, str] | None = None  # (commit, how it was chosen), set by main() from course_commit()
 
 
-class LearnError(Exception):
-    """Ends the command with one line on stderr and exit status 2."""
-
-
 # --- the course's version of a file, and the learner's ----------------------------------------------------
 
 def git(*args: str) -> str:
     try:
         done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False)
     except FileNotFoundError as e:
-        raise LearnError("learn needs git, to keep the course's version of each function: install git") from e
+        raise CourseError("learn needs git, to keep the course's version of each function: install "
+                          "git") from e
     if done.returncode:
         error = done.stderr.strip().splitlines()
-        raise LearnError(error[-1] if error else f"git {' '.join(args)} failed")
+        raise CourseError(error[-1] if error else f"git {' '.join(args)} failed")
     return done.stdout
 
 
 def require_git() -> None:
     if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--git-dir"], capture_output=True,
                       check=False).returncode:
-        raise LearnError(f"{ROOT} is not a git checkout, and learn keeps the course's version of each "
+        raise CourseError(f"{ROOT} is not a git checkout, and learn keeps the course's version of each "
                          "function in git: get the course with `git clone`, then run learn in the clone")
 
 
@@ -84,8 +82,8 @@ def course_text(path: str, tasks: list[Task]) -> str:
     commit = (COURSE or course_commit(State()))[0]
     try:
         text = git("show", f"{commit}:./{path}")
-    except LearnError as e:
-        raise LearnError(f"the course's version (commit {commit[:12]}) has no {path}: after pulling the "
+    except CourseError as e:
+        raise CourseError(f"the course's version (commit {commit[:12]}) has no {path}: after pulling the "
                          "course's news, `uv run learn status --update` makes HEAD the course's "
                          "version") from e
     for task in tasks:
@@ -104,10 +102,10 @@ def yours(task: Task) -> dict[str, str]:
     try:
         return functions_of(read(task.file), task)
     except SyntaxError as e:
-        raise LearnError(f"{task.file} line {e.lineno}: {e.msg}; fix it, or `uv run learn reset {task.id}` "
+        raise CourseError(f"{task.file} line {e.lineno}: {e.msg}; fix it, or `uv run learn reset {task.id}` "
                          "(which saves your file first)") from e
     except LookupError as e:
-        raise LearnError(f"{task.file}: {e}; put it back, or `uv run learn reset {task.id}`") from e
+        raise CourseError(f"{task.file}: {e}; put it back, or `uv run learn reset {task.id}`") from e
 
 
 def write(path: str, text: str) -> None:
@@ -152,7 +150,7 @@ class State:
 def status(task: Task, state: State, tasks: list[Task]) -> str:
     try:
         mine = digest(yours(task))
-    except LearnError:
+    except CourseError:
         return "does not parse"
     notes = state.data.get(task.id, {})
     if notes.get("checked", {}).get("sources") == mine:
@@ -189,7 +187,7 @@ def cmd_start(chosen: list[Task], state: State, tasks: list[Task], _args) -> int
         if state.data.get(task.id, {}).get("stub") == digest(mine):
             print(f"{task.id}: already started, the stub is waiting in {where(task)}")
         elif mine != functions_of(course_text(task.file, tasks), task):
-            raise LearnError(f"{task.id}: {where(task)} has edits of yours that learn did not make; "
+            raise CourseError(f"{task.id}: {where(task)} has edits of yours that learn did not make; "
                              f"`uv run learn reset {task.id}` saves them in .learn/saved/ and restores the "
                              "course's version, then start again")
         else:
@@ -236,7 +234,7 @@ def restore(task: Task, state: State, tasks: list[Task]) -> None:
     theirs = functions_of(course, task)
     try:
         mine = yours(task)
-    except LearnError:
+    except CourseError:
         print(f"{task.id}: {task.file} cannot be read as it is; your whole file is saved in "
               f"{save_yours(task, read(task.file)).relative_to(ROOT)}")
         write(task.file, course)
@@ -314,7 +312,7 @@ def run_stage(folder: Path, stage: str, job: dict) -> tuple[object, str]:
                 if time.monotonic() > deadline:
                     process.kill()
                     process.wait()
-                    raise LearnError(f"the check did not finish within {limit} s: does a loop of "
+                    raise CourseError(f"the check did not finish within {limit} s: does a loop of "
                                      "yours never end?") from None
             lines = progress.read_bytes().split(b"\n")[:-1]  # whole lines only, decoded once whole
             for line in lines[shown:]:
@@ -322,7 +320,7 @@ def run_stage(folder: Path, stage: str, job: dict) -> tuple[object, str]:
             shown = len(lines)
     if process.returncode:
         stderr = (folder / ".stderr").read_text(encoding="utf-8")
-        raise LearnError(f"the check itself failed:\n{stderr.strip()}")
+        raise CourseError(f"the check itself failed:\n{stderr.strip()}")
     return (json.loads((folder / ".out.json").read_text(encoding="utf-8")),
             (folder / ".stdout").read_text(encoding="utf-8"))
 
@@ -460,14 +458,14 @@ def main(argv: list[str] | None = None) -> int:
         known = {task.id: task for task in tasks}
         unknown = [i for i in args.ids if i not in known]
         if unknown:
-            raise LearnError(f"no task {unknown[0]}; `uv run learn list` shows the ids")
+            raise CourseError(f"no task {unknown[0]}; `uv run learn list` shows the ids")
         if not args.ids and args.command not in ("list", "next", "status"):
-            raise LearnError(f"say which task: `uv run learn {args.command} 1.attention`; "
+            raise CourseError(f"say which task: `uv run learn {args.command} 1.attention`; "
                              "`uv run learn list` shows them all")
         if args.apply and args.command != "solution":
-            raise LearnError("--apply goes with `solution`")
+            raise CourseError("--apply goes with `solution`")
         if args.update and args.command != "status":
-            raise LearnError("--update goes with `status`")
+            raise CourseError("--update goes with `status`")
         state = State()
         global COURSE
         COURSE = None
@@ -476,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
             COURSE = course_commit(state, update=args.update)
         chosen = [known[i] for i in args.ids] if args.ids else tasks
         code = COMMANDS[args.command](chosen, state, tasks, args)
-    except LearnError as e:
+    except CourseError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except LookupError as e:  # a task's function, newer than the course's version learn keeps

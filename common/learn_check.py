@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from common.errors import CourseError, run_main
 from common.learn_source import get_function, replace_function, with_imports
 
 NOT_WRITTEN = "not written yet"
@@ -351,21 +352,17 @@ def run_tests(node_ids: list[str]) -> list[Result]:
 STUB = re.compile(r"^\s*raise NotImplementedError\(['\"](\d+\.\w+): " + NOT_WRITTEN, re.MULTILINE)
 
 
-def stubs_in(package: str) -> list[str]:
-    """The learn tasks still a stub in the loaded modules of `package` ("phase1_foundation.project1_gpt"):
-    the functions a run of the chapter would stop at, after minutes, with NotImplementedError."""
+def refuse_stubs(package: str) -> None:
+    """Raise CourseError, before a run starts, if a learn task in the loaded modules of `package`
+    ("phase1_foundation.project1_gpt") is still a stub: the run would stop there after minutes."""
     found = set()
     for name, module in list(sys.modules.items()):
         if name.startswith(package + ".") and getattr(module, "__file__", None):
             found |= set(STUB.findall(Path(module.__file__).read_text(encoding="utf-8")))
-    return sorted(found)
-
-
-def stub_message(stubs: list[str]) -> str:
-    """The one line an entry point prints before refusing to start on a stub."""
-    return (f"{', '.join(stubs)} {'is' if len(stubs) == 1 else 'are'} still a stub, which this run would "
-            f"call: write it and `uv run learn check {stubs[0]}`, or put the course's back with "
-            f"`uv run learn solution {stubs[0]} --apply`")
+    if stubs := sorted(found):
+        raise CourseError(f"error: {', '.join(stubs)} {'is' if len(stubs) == 1 else 'are'} still a "
+                          f"stub, which this run would call: write it and `uv run learn check {stubs[0]}`, "
+                          f"or put the course's back with `uv run learn solution {stubs[0]} --apply`")
 
 
 def all_tasks(root) -> list[Task]:
@@ -405,4 +402,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

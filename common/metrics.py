@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from common.device import autocast_dtype, synchronize
+from common.errors import CourseError
 
 
 class MetricsLog:
@@ -73,7 +74,7 @@ def plot_losses(metrics_path: Path, png_path: Path, title: str, panels: Sequence
     """
     records = read_metrics(metrics_path)
     if not records:
-        raise SystemExit(f"error: no metrics in {metrics_path}; train first, the run writes this file")
+        raise CourseError(f"error: no metrics in {metrics_path}; train first, the run writes this file")
     # Imported here, not at the top: matplotlib takes seconds to load, and a run needs it only at its end.
     from matplotlib.figure import Figure
 
@@ -216,7 +217,7 @@ def check_finite(loss: float, step: int, last_checkpoint: Path | None) -> None:
             f"the last good checkpoint is kept: {last_checkpoint}; "
             "lower the learning rate (or lengthen the warmup) and resume from it"
         )
-    raise SystemExit(f"error: the loss became {loss} at step {step}, so training stopped; {where}")
+    raise CourseError(f"error: the loss became {loss} at step {step}, so training stopped; {where}")
 
 
 def save_summary(out_dir: Path, summary: dict) -> Path:
@@ -243,8 +244,8 @@ def run_training(module: str, settings: list[str], out_dir: Path) -> dict:
             print(f"interrupted: the run in {out_dir} is saved, and the exercise stops here")
             sys.exit(0)
     if process.returncode:
-        raise SystemExit(f"error: {module} stopped (its message is above); the command: {' '.join(command)}")
+        raise CourseError(f"error: {module} stopped (its message is above); the command: {' '.join(command)}")
     summary = Path(out_dir) / "summary.json"
     if not summary.is_file():  # stopped early (by a Ctrl-C sent to it alone): saved, but no summary
-        raise SystemExit(f"error: {module} stopped before its end and wrote no {summary}")
+        raise CourseError(f"error: {module} stopped before its end and wrote no {summary}")
     return json.loads(summary.read_text(encoding="utf-8"))

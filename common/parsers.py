@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from common.errors import CourseError
+
 # --- downloaded files -> documents --------------------------------------------------------------------
 
 def tinyshakespeare_speeches(path: Path) -> Iterator[str]:
@@ -95,7 +97,7 @@ def gutenberg_chapters(path: Path) -> Iterator[str]:
     text = path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
     start, end = GUTENBERG_START.search(text), GUTENBERG_END.search(text)
     if not (start and end):
-        raise SystemExit(f"error: {path} is not a Project Gutenberg text (no START/END lines); "
+        raise CourseError(f"error: {path} is not a Project Gutenberg text (no START/END lines); "
                          "delete it and run again to download it afresh")
     chapters: list[list[str]] = []  # the blocks of each chapter; nothing is kept before the first heading
     for block in re.split(r"\n\s*\n", text[start.end():end.start()]):

@@ -32,6 +32,7 @@ from types import ModuleType, SimpleNamespace
 import torch
 
 from common.config import REPO_ROOT, portable, settings
+from common.errors import CourseError, run_main
 from common.metrics import save_summary
 
 # Settings that cannot change a train.py run's numbers: where things go, what is resumed, what other
@@ -163,14 +164,16 @@ def report(config: ModuleType, cfg: SimpleNamespace, summary: dict) -> str:
 def _finished_run(config: ModuleType, out_dir: str | None) -> dict:
     path = Path(out_dir or settings(config)["OUT_DIR"]) / "summary.json"
     if not path.is_file():
-        raise SystemExit(f"error: no {path}; run the chapter's train.py into that folder first")
+        raise CourseError(f"error: no {path}; run the chapter's train.py into that folder first")
     run = json.loads(path.read_text(encoding="utf-8")).get("reference")
     if run is None:
-        raise SystemExit(f"error: {path} has no reference block; it was written before train.py reported one")
+        raise CourseError(f"error: {path} has no reference block; it was written before train.py "
+                          f"reported one")
     if run["changed"]:
-        raise SystemExit(f"error: that run changed {', '.join(run['changed'])}; a reference is a default run")
+        raise CourseError(f"error: that run changed {', '.join(run['changed'])}; a reference is a "
+                          f"default run")
     if "command" not in run:
-        raise SystemExit("error: that run was not started from the shell as train.py; a reference names the "
+        raise CourseError("error: that run was not started from the shell as train.py; a reference names the "
                          "command that measured it")
     return run
 
@@ -227,7 +230,7 @@ def alternative(config: ModuleType, out_dir: str, what: str) -> dict:
     references = load(config)
     entry = references.get(run["preset"], {}).get(run["device"])
     if entry is None or (entry["settings"], entry["data"]) != (run["settings"], run["data"]):
-        raise SystemExit("error: record the reference for this preset, device and data first")
+        raise CourseError("error: record the reference for this preset, device and data first")
     measured = {"what": what, **_losses(run), "command": run["command"]}
     entry["alternatives"] = [a for a in entry.get("alternatives", []) if a["what"] != what] + [measured]
     _band(entry)
@@ -241,7 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     usage = ("usage: python -m common.reference record CHAPTER_DIR [--OUT_DIR=...]\n       "
              "python -m common.reference alternative CHAPTER_DIR --OUT_DIR=... --WHAT='how it differs'")
     if len(args) < 2 or args[0] not in ("record", "alternative"):
-        raise SystemExit(usage)
+        raise CourseError(usage)
     chapter = Path(args[1]).resolve().relative_to(REPO_ROOT)
     config = importlib.import_module(".".join(chapter.parts) + ".config")
     options = dict(arg[2:].split("=", 1) for arg in args[2:] if arg.startswith("--") and "=" in arg)
@@ -250,8 +253,8 @@ def main(argv: list[str] | None = None) -> None:
     elif "OUT_DIR" in options and "WHAT" in options:
         alternative(config, options["OUT_DIR"], options["WHAT"])
     else:
-        raise SystemExit(usage)
+        raise CourseError(usage)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -33,6 +33,8 @@ from typing import Protocol, runtime_checkable
 
 import sentencepiece as spm
 
+from common.errors import CourseError
+
 # SentencePiece holds its training lines in memory; a random million of them is plenty to learn a vocabulary.
 MAX_TRAINING_LINES = 1_000_000
 # Lines (paragraphs) longer than this many bytes are skipped by SentencePiece; the default 4192 would skip
@@ -134,7 +136,7 @@ class CharTokenizer:
         path = Path(folder) / cls.FILE
         state = json.loads(path.read_text(encoding="utf-8"))
         if state.get("type") != "char":
-            raise SystemExit(
+            raise CourseError(
                 f"error: {path} is not a character tokenizer; delete {folder} and run download_data.py"
             )
         return cls(state["special_tokens"], state["characters"])
@@ -243,14 +245,14 @@ class SentencePieceTokenizer:
             if lines.error is not None:
                 raise lines.error from None
             if lines.count == 0:
-                raise SystemExit(
+                raise CourseError(
                     "error: the corpus has no text to train a tokenizer on; check --CORPUS"
                 ) from None
             too_small = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(e))
             if not too_small:
                 raise
             needs = "the special tokens, 256 byte tokens" if byte_fallback else "the special tokens"
-            raise SystemExit(
+            raise CourseError(
                 f"error: --VOCAB_SIZE={vocab_size} is too small: {needs} and the corpus's characters already "
                 f"take {too_small[1]}; raise --VOCAB_SIZE"
             ) from None
@@ -365,6 +367,6 @@ def load_tokenizer(folder: Path) -> Tokenizer:
         return SentencePieceTokenizer.load(folder)
     if (folder / CharTokenizer.FILE).exists():
         return CharTokenizer.load(folder)
-    raise SystemExit(
+    raise CourseError(
         f"error: no tokenizer in {folder} (tokenizer.model or tokenizer.json); run download_data.py"
     )

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from common.errors import CourseError
 from common.progress import progress_bar
 from common.tokenizers import Tokenizer
 
@@ -44,7 +45,7 @@ class DocumentSplit:
 
     def __init__(self, val_fraction: float):
         if not 0 < val_fraction < 1:
-            raise SystemExit(f"error: --VAL_FRACTION={val_fraction} must be between 0 and 1, e.g. 0.05")
+            raise CourseError(f"error: --VAL_FRACTION={val_fraction} must be between 0 and 1, e.g. 0.05")
         self.val_fraction = val_fraction
         self.seen = 0  # tokens of every document so far
         self.val_seen = 0  # tokens of the documents sent to val
@@ -190,7 +191,7 @@ def _ensure_both_splits(writer: SplitWriter, val_fraction: float) -> None:
     """
     total = writer.tokens("train") + writer.tokens("val")
     if total < 2:
-        raise SystemExit(
+        raise CourseError(
             f"error: the corpus encodes to {total} token(s), too few to train on; use a bigger corpus"
         )
     val_tokens = min(max(round(total * val_fraction), 1), total - 1)
@@ -228,7 +229,8 @@ def read_meta(out_dir: Path) -> dict:
     """A prepared folder's meta.json; its corpus_path, recorded relative to the folder, as a full path."""
     path = Path(out_dir) / "meta.json"
     if not path.exists():
-        raise SystemExit(f"error: no token files in {out_dir} ({path.name} is missing); run download_data.py")
+        raise CourseError(f"error: no token files in {out_dir} ({path.name} is missing); run "
+                          f"download_data.py")
     meta = json.loads(path.read_text(encoding="utf-8"))
     if "corpus_path" in meta:
         meta["corpus_path"] = os.path.normpath(Path(out_dir) / meta["corpus_path"])
@@ -243,7 +245,8 @@ def load_tokens(out_dir: Path, split: str) -> np.memmap:
     path = Path(out_dir) / f"{split}.bin"
     expected = meta[f"{split}_tokens"] * np.dtype(meta["dtype"]).itemsize
     if not path.exists() or path.stat().st_size != expected:
-        raise SystemExit(f"error: {path} is missing or incomplete; delete {out_dir} and run download_data.py")
+        raise CourseError(f"error: {path} is missing or incomplete; delete {out_dir} and run "
+                          f"download_data.py")
     return np.memmap(path, dtype=meta["dtype"], mode="r")
 
 
@@ -262,10 +265,10 @@ class Batches:
     def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int, device: torch.device, seed: int,
                  rank: int = 0, world_size: int = 1):
         if batch_size % world_size:
-            raise SystemExit(f"error: BATCH_SIZE={batch_size} does not split evenly over {world_size} "
+            raise CourseError(f"error: BATCH_SIZE={batch_size} does not split evenly over {world_size} "
                              f"processes; use a multiple of {world_size}")
         if len(tokens) < block_size + 1:
-            raise SystemExit(
+            raise CourseError(
                 f"error: only {len(tokens):,} tokens, fewer than BLOCK_SIZE + 1 = {block_size + 1:,}; "
                 "lower --BLOCK_SIZE or use a bigger corpus"
             )

@@ -396,7 +396,7 @@ def test_a_chapters_train_py_refuses_to_start_on_a_stub_in_one_line(clone):
     finally:
         path.write_text(before, encoding="utf-8")
     for chapter in ("project1_gpt", "project2_gpt2", "project3_contextual_embeddings", "project4_scaling"):
-        assert f'stubs_in("phase1_foundation.{chapter}")' in (ROOT / "phase1_foundation" / chapter /
+        assert f'refuse_stubs("phase1_foundation.{chapter}")' in (ROOT / "phase1_foundation" / chapter /
                                                                 "train.py").read_text(encoding="utf-8")
 
 

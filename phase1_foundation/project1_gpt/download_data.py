@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 from common.config import load_config
 from common.corpora import choose_corpus, open_corpus, prepare_corpus
+from common.errors import CourseError, run_main
 from common.progress import say_how_long
 from common.sentences import document_sentences
 from common.tokenizers import CharTokenizer, SentencePieceTokenizer
@@ -58,7 +59,7 @@ def prepare(cfg: SimpleNamespace) -> Path:
             model_type="bpe", special_tokens=SPECIAL_TOKENS, unk_token="<unk>",
         )
     else:
-        raise SystemExit(f"error: unknown tokenizer {cfg.TOKENIZER!r}; "
+        raise CourseError(f"error: unknown tokenizer {cfg.TOKENIZER!r}; "
                          "use --TOKENIZER=bpe or --TOKENIZER=char")
 
     print(f"encoding {corpus.name} with {tokenizer.vocab_size:,} tokens ...")
@@ -111,15 +112,15 @@ def build_questions(documents: list[list[str]], n: int, n_context: int, n_choice
     so both hold the same words. task "ending": the others are sentences of other documents, so a wrong
     candidate is never the true continuation, but is usually about something else."""
     if task not in ("shuffle", "ending"):
-        raise SystemExit(f"error: unknown fine-tuning task {task!r}; use --FT_TASK=shuffle or ending")
+        raise CourseError(f"error: unknown fine-tuning task {task!r}; use --FT_TASK=shuffle or ending")
     if task == "shuffle" and n_choices != 2:
-        raise SystemExit("error: the shuffle task has two candidates; use --FT_CHOICES=2")
+        raise CourseError("error: the shuffle task has two candidates; use --FT_CHOICES=2")
     rng = random.Random(seed)
     windows = [(d, i) for d, sentences in enumerate(documents)
                for i in range(0, len(sentences) - n_context, n_context + 1)]
     rng.shuffle(windows)
     if len(documents) < 2 or not windows:
-        raise SystemExit("error: too few documents or sentences to build questions; use a bigger corpus")
+        raise CourseError("error: too few documents or sentences to build questions; use a bigger corpus")
     questions = []
     for d, i in windows:
         context, ending = " ".join(documents[d][i : i + n_context]), documents[d][i + n_context]
@@ -180,4 +181,4 @@ def main(argv: list[str] | None = None) -> Path:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

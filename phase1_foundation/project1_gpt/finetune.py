@@ -42,6 +42,7 @@ from common import checkpoint as ckpt
 from common.baselines import bigram_log_probs
 from common.config import load_config
 from common.device import autocast, describe, seed_everything
+from common.errors import CourseError, run_main
 from common.optim import adamw, set_lr, warmup_linear
 from common.progress import progress
 from common.tokenizers import Tokenizer
@@ -244,7 +245,7 @@ def label_counts(asked: tuple, built: int) -> list[int]:
     if not asked:
         return [built]
     if not all(str(n).isdigit() and 0 < int(n) <= built for n in asked):
-        raise SystemExit(f"error: --FT_LABELS takes counts of questions from 1 to the {built} built, like "
+        raise CourseError(f"error: --FT_LABELS takes counts of questions from 1 to the {built} built, like "
                          f"--FT_LABELS=100,{built}; raise --FT_TRAIN_QUESTIONS for more")
     return sorted({int(n) for n in asked})
 
@@ -315,7 +316,8 @@ def plot_labels(results: dict, cfg: SimpleNamespace, png_path: Path) -> Path:
 def main(argv: list[str] | None = None) -> dict:
     cfg = load_config(config, argv)
     if not cfg.FT_FROM or not set(cfg.FT_FROM) <= {"pretrained", "scratch"}:
-        raise SystemExit(f"error: --FT_FROM takes pretrained, scratch or both, got {','.join(cfg.FT_FROM)!r}")
+        raise CourseError(f"error: --FT_FROM takes pretrained, scratch or both, got "
+                          f"{','.join(cfg.FT_FROM)!r}")
     device = torch.device(cfg.DEVICE)
     print(f"device: {describe(device)}")
     pretrained, state = GPT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
@@ -346,4 +348,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

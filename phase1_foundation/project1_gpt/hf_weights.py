@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from common.errors import CourseError
 from common.hf import read_hf_config, read_hf_weights
 from phase1_foundation.project1_gpt.model import GPT, GPTConfig
 
@@ -50,10 +51,11 @@ def _read_hf_config(folder: Path) -> dict:
     # Our blocks implement GELU (transformers' "gelu" here is the tanh form), LayerNorm eps 1e-5
     # and a tied head.
     if hf.get("afn", "gelu") != "gelu" or hf.get("layer_norm_epsilon", 1e-5) != 1e-5:
-        raise SystemExit(f"error: {path} asks for afn={hf.get('afn')!r}, eps={hf.get('layer_norm_epsilon')}; "
+        raise CourseError(f"error: {path} asks for afn={hf.get('afn')!r}, "
+                          f"eps={hf.get('layer_norm_epsilon')}; "
                          "this GPT-1 supports only afn='gelu' and layer_norm_epsilon=1e-5")
     if not hf.get("tie_word_embeddings", True):
-        raise SystemExit(f"error: {path} has an untied output head; GPT-1 ties it to the token embedding")
+        raise CourseError(f"error: {path} has an untied output head; GPT-1 ties it to the token embedding")
     return hf
 
 
@@ -67,10 +69,10 @@ def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder:
     prefix = next(p for p in _HF_PREFIXES if name.startswith(p))
     hf_name = _HF_PREFIXES[prefix] + name.removeprefix(prefix)
     if hf_name not in weights:
-        raise SystemExit(f"error: {folder} has no tensor {hf_name!r}; "
+        raise CourseError(f"error: {folder} has no tensor {hf_name!r}; "
                          "it is not a complete OpenAI GPT checkpoint")
     tensor = weights[hf_name].t() if name.endswith(_CONV1D_WEIGHTS) else weights[hf_name]
     if tensor.shape != shape:
-        raise SystemExit(f"error: {hf_name!r} in {folder} has shape {tuple(tensor.shape)}, "
+        raise CourseError(f"error: {hf_name!r} in {folder} has shape {tuple(tensor.shape)}, "
                          f"config.json implies {tuple(shape)}; the folder mixes files from different models")
     return tensor

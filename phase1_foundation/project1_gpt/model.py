@@ -20,6 +20,7 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from common import checkpoint as ckpt
+from common.errors import CourseError
 
 IGNORE = -100  # a target F.cross_entropy leaves out (its ignore_index)
 
@@ -40,7 +41,7 @@ class GPTConfig:
 
     def __post_init__(self):
         if self.n_embd % self.n_head:
-            raise SystemExit(
+            raise CourseError(
                 f"error: n_embd ({self.n_embd}) is not divisible by n_head ({self.n_head}); "
                 "choose sizes where every head gets n_embd / n_head dimensions"
             )

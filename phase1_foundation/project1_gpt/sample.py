@@ -16,6 +16,7 @@ import torch
 from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import describe, seed_everything
+from common.errors import run_main
 from phase1_foundation.project1_gpt import config
 from phase1_foundation.project1_gpt.generate import generate
 from phase1_foundation.project1_gpt.hf_weights import from_hf
@@ -41,4 +42,4 @@ def main(argv: list[str] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

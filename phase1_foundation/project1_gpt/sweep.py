@@ -25,6 +25,7 @@ import statistics
 import sys
 
 from common.config import REPO_ROOT
+from common.errors import CourseError, run_main
 from common.metrics import read_metrics, run_training
 from phase1_foundation.project1_gpt.config import PRESETS
 
@@ -83,7 +84,7 @@ def run(name: str, steps: int, seed: int) -> dict:
     if (out_dir / "summary.json").is_file():
         summary = json.loads((out_dir / "summary.json").read_text())
         if summary["steps"] != steps:  # timed again since: the budget is no longer that many steps
-            raise SystemExit(f"error: {out_dir} holds a run of {summary['steps']} steps, where the budget "
+            raise CourseError(f"error: {out_dir} holds a run of {summary['steps']} steps, where the budget "
                              f"now gives {steps}; move it away to train again")
         return summary
     warmup = max(round(steps * WARMUP_SHARE), 1)
@@ -100,10 +101,10 @@ def main(argv: list[str] | None = None) -> dict:
     names = [a for a in argv if not a.startswith("--")] or list(CANDIDATES)
     unread = [a for a in argv if a.startswith("--") and not a.startswith(("--SEEDS=", "--TIME_ONLY"))]
     if unread:
-        raise SystemExit(f"error: sweep.py takes candidate names, --SEEDS= and --TIME_ONLY, not {unread[0]}")
+        raise CourseError(f"error: sweep.py takes candidate names, --SEEDS= and --TIME_ONLY, not {unread[0]}")
     unknown = [name for name in names if name not in CANDIDATES]
     if unknown:
-        raise SystemExit(f"error: no candidate {unknown[0]!r}; the candidates are {', '.join(CANDIDATES)}")
+        raise CourseError(f"error: no candidate {unknown[0]!r}; the candidates are {', '.join(CANDIDATES)}")
     timings = step_seconds(sorted({*names, BUDGET[0]}))
     if "--TIME_ONLY" in argv:
         print(json.dumps(timings, indent=1))
@@ -133,4 +134,4 @@ def report(results: dict[tuple[str, int], dict], names: list[str], seeds: list[i
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -21,8 +21,9 @@ from common import dry_run, reference
 from common.baselines import bigram_log_probs, unigram_cross_entropy
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
+from common.errors import run_main
 from common.interrupt import GracefulInterrupt
-from common.learn_check import stub_message, stubs_in
+from common.learn_check import refuse_stubs
 from common.metrics import MetricsLog, check_finite, mfu, peak_flops, plot_losses, save_summary
 from common.optim import adamw, set_lr, warmup_cosine
 from common.progress import progress
@@ -83,6 +84,7 @@ def baselines(train_tokens: np.ndarray, windows: list[tuple[torch.Tensor, torch.
 
 
 def main(argv: list[str] | None = None) -> dict:
+    refuse_stubs("phase1_foundation.project1_gpt")  # a learn task started and not yet written
     # --- config and device ---------------------------------------------------------------------------------
     cfg = load_config(config, argv)
     device = torch.device("cpu" if cfg.DRY_RUN else cfg.DEVICE)
@@ -200,6 +202,4 @@ def summarize(cfg: SimpleNamespace, model: GPT, tokenizer: Tokenizer, data_dir: 
 
 
 if __name__ == "__main__":
-    if stubs := stubs_in("phase1_foundation.project1_gpt"):  # a learn task started and not yet written
-        raise SystemExit(f"error: {stub_message(stubs)}")
-    main()
+    run_main(main)

@@ -33,6 +33,7 @@ import transformers
 
 from common.config import load_config
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything, synchronize
+from common.errors import run_main
 from common.optim import adamw
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.download_data import auto_vocab_size
@@ -195,4 +196,4 @@ def main(argv: list[str] | None = None, rounds: int = ROUNDS, steps: int | None 
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

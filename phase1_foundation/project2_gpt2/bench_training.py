@@ -36,6 +36,7 @@ from torch.nn import functional as F
 
 from common.config import load_config
 from common.device import describe, grad_scaler, seed_everything
+from common.errors import run_main
 from common.metrics import matmul_flops
 from common.optim import adamw, set_lr, warmup_cosine
 from common.tokens import Batches
@@ -205,4 +206,4 @@ def profile(run, steps: int) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

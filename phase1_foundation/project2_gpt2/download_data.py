@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 from common.config import load_config
 from common.corpora import Corpus, choose_corpus, prepare_corpus
+from common.errors import CourseError, run_main
 from common.progress import say_how_long
 from common.tokens import read_meta, write_token_files
 from phase1_foundation.project2_gpt2 import config
@@ -56,11 +57,11 @@ def prepare(cfg: SimpleNamespace) -> Path:
     elif cfg.TOKENIZER == "bpe":
         vocab_size = cfg.VOCAB_SIZE or auto_vocab_size(corpus.characters)
         if vocab_size < 257:
-            raise SystemExit(f"error: --VOCAB_SIZE={vocab_size} is too small; a byte-level BPE needs 256 "
+            raise CourseError(f"error: --VOCAB_SIZE={vocab_size} is too small; a byte-level BPE needs 256 "
                              "byte tokens plus <|endoftext|>, so at least 257 (0 sizes it to the corpus)")
         label = f"bpe{vocab_size}"
     else:
-        raise SystemExit(f"error: unknown tokenizer {cfg.TOKENIZER!r}; "
+        raise CourseError(f"error: unknown tokenizer {cfg.TOKENIZER!r}; "
                          "use --TOKENIZER=bpe or --TOKENIZER=gpt2")
     out_dir = Path(cfg.DATA_DIR) / "project2" / f"{corpus.path.stem}-{label}"
     if (out_dir / "meta.json").exists() and read_meta(out_dir)["val_fraction"] == cfg.VAL_FRACTION:
@@ -94,4 +95,4 @@ def main(argv: list[str] | None = None) -> Path:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

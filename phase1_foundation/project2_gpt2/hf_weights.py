@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import save_file
 from torch import Tensor
 
+from common.errors import CourseError
 from common.hf import read_hf_config, read_hf_weights
 from phase1_foundation.project2_gpt2.model import GPT, GPTConfig
 
@@ -103,9 +104,10 @@ def _read_hf_config(folder: Path) -> dict:
     path = folder / "config.json"
     for key, ours in _HF_FIXED.items():
         if hf.get(key, ours) != ours:
-            raise SystemExit(f"error: {path} sets {key}={hf[key]!r}; this GPT-2 supports only {key}={ours!r}")
+            raise CourseError(f"error: {path} sets {key}={hf[key]!r}; this GPT-2 supports only "
+                              f"{key}={ours!r}")
     if hf.get("n_inner") not in (None, 4 * hf.get("n_embd", 0)):
-        raise SystemExit(f"error: {path} sets n_inner={hf['n_inner']}; this GPT-2's MLP is 4 x n_embd wide")
+        raise CourseError(f"error: {path} sets n_inner={hf['n_inner']}; this GPT-2's MLP is 4 x n_embd wide")
     return hf
 
 
@@ -118,10 +120,10 @@ def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder:
     """The tensor transformers stores for our parameter `name`, in our layout."""
     hf_name = _hf_name(name)
     if hf_name not in weights:
-        raise SystemExit(f"error: {folder} has no tensor {hf_name!r}; it is not a complete GPT-2 checkpoint")
+        raise CourseError(f"error: {folder} has no tensor {hf_name!r}; it is not a complete GPT-2 checkpoint")
     tensor = _to_conv1d(name, weights[hf_name])
     if tensor.shape != shape:
-        raise SystemExit(f"error: {hf_name!r} in {folder} has shape {tuple(tensor.shape)}, "
+        raise CourseError(f"error: {hf_name!r} in {folder} has shape {tuple(tensor.shape)}, "
                          f"config.json implies {tuple(shape)}; the folder mixes files from different models")
     return tensor
 

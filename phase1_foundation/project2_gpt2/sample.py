@@ -18,6 +18,7 @@ import torch
 from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import describe, seed_everything, synchronize
+from common.errors import CourseError, run_main
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.generate import generate
 from phase1_foundation.project2_gpt2.hf_weights import from_hf
@@ -55,9 +56,9 @@ def main(argv: list[str] | None = None) -> str:
     model, tokenizer = load(cfg)
     ids = tokenizer.encode(cfg.PROMPT)
     if not ids:
-        raise SystemExit("error: the prompt is empty; pass some text, e.g. --PROMPT=\"The\"")
+        raise CourseError("error: the prompt is empty; pass some text, e.g. --PROMPT=\"The\"")
     if len(ids) >= model.config.block_size:
-        raise SystemExit(f"error: the prompt is {len(ids)} tokens, but the model reads at most "
+        raise CourseError(f"error: the prompt is {len(ids)} tokens, but the model reads at most "
                          f"{model.config.block_size}; shorten --PROMPT to leave room for the continuation")
     prompt = torch.tensor([ids], device=next(model.parameters()).device)  # (1, T)
 
@@ -77,4 +78,4 @@ def main(argv: list[str] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

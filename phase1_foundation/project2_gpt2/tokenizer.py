@@ -34,6 +34,7 @@ from pathlib import Path
 import regex
 
 from common.download import download
+from common.errors import CourseError
 from common.progress import progress_bar
 from common.tokenizers import write_atomic
 
@@ -210,7 +211,7 @@ class ByteBPETokenizer:
                 raise ValueError('a line of the merges is not "left right"')
             return cls(encoder, merges)
         except (OSError, ValueError) as e:  # a JSON syntax error and a bad encoding are ValueErrors too
-            raise SystemExit(
+            raise CourseError(
                 f"error: cannot read a GPT-2 tokenizer from {encoder_json} and {vocab_bpe} ({e}); "
                 "if download_data.py wrote them, delete them and run it again"
             ) from None
@@ -241,7 +242,7 @@ class ByteBPETokenizer:
         a smaller vocabulary; the actual size is printed and is `vocab_size` of the result.
         """
         if vocab_size < 257:
-            raise SystemExit(
+            raise CourseError(
                 f"error: --VOCAB_SIZE={vocab_size} is too small: a byte-level BPE has 256 byte tokens and "
                 f"{END_OF_TEXT}; raise --VOCAB_SIZE to at least 257"
             )
@@ -339,7 +340,7 @@ def load_tokenizer(folder: Path) -> ByteBPETokenizer:
     for vocab, merges in [(ByteBPETokenizer.VOCAB, ByteBPETokenizer.MERGES), ("encoder.json", "vocab.bpe")]:
         if (folder / vocab).is_file() and (folder / merges).is_file():
             return ByteBPETokenizer.from_files(folder / vocab, folder / merges)
-    raise SystemExit(
+    raise CourseError(
         f"error: no GPT-2 tokenizer in {folder} (vocab.json + merges.txt, or encoder.json + vocab.bpe); "
         "run download_data.py"
     )

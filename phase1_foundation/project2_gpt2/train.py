@@ -31,8 +31,9 @@ from common import dry_run, reference
 from common.baselines import bigram_cross_entropy, unigram_cross_entropy
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
+from common.errors import run_main
 from common.interrupt import GracefulInterrupt
-from common.learn_check import stub_message, stubs_in
+from common.learn_check import refuse_stubs
 from common.metrics import (
     MetricsLog,
     check_finite,
@@ -84,6 +85,7 @@ def evaluate(model: GPT, tokens: np.ndarray, cfg: SimpleNamespace, device: torch
 
 
 def main(argv: list[str] | None = None) -> dict | None:
+    refuse_stubs("phase1_foundation.project2_gpt2")  # a learn task started and not yet written
     if int(os.environ.get("RANK", "0")) > 0:
         sys.stdout = open(os.devnull, "w")  # under torchrun only rank 0 speaks; the others would repeat it
     cfg = load_config(config, argv)
@@ -235,6 +237,4 @@ def summarize(cfg: SimpleNamespace, model: GPT, data_dir: Path, val_loss: float,
 
 
 if __name__ == "__main__":
-    if stubs := stubs_in("phase1_foundation.project2_gpt2"):  # a learn task started and not yet written
-        raise SystemExit(f"error: {stub_message(stubs)}")
-    main()
+    run_main(main)

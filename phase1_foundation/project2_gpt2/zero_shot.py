@@ -56,6 +56,7 @@ from common.baselines import bigram_cross_entropy, unigram_cross_entropy
 from common.config import load_config, portable
 from common.corpora import open_corpus
 from common.device import describe, seed_everything
+from common.errors import CourseError, run_main
 from common.sentences import document_sentences, split_paragraphs, split_sentences
 from common.tokens import load_tokens, read_meta
 from phase1_foundation.project2_gpt2 import config
@@ -357,7 +358,8 @@ def read_documents(meta: dict) -> tuple[list[tuple[int, str]], list[str]]:
     TRAINING_CHARACTERS of text (for the constant guess), in one pass over the corpus."""
     held_out_indices = set(meta["val_documents"])
     if not held_out_indices:
-        raise SystemExit("error: this corpus has no held-out documents (too few to split whole, so val holds "
+        raise CourseError("error: this corpus has no held-out documents (too few to split whole, so "
+                          "val holds "
                          "the end of one); use a corpus of several documents, or raise --VAL_FRACTION")
     held_out, training, characters = [], [], 0
     for index, document in enumerate(open_corpus(Path(meta["corpus_path"])).iter_documents()):
@@ -406,7 +408,7 @@ def main(argv: list[str] | None = None) -> dict:
     held_out, training = read_documents(meta)
     passages = build_passages(held_out, cfg.ZS_CONTEXT_WORDS, cfg.ZS_PASSAGES, cfg.SEED)
     if not passages:
-        raise SystemExit(f"error: no held-out sentence has {cfg.ZS_CONTEXT_WORDS} words before it in its "
+        raise CourseError(f"error: no held-out sentence has {cfg.ZS_CONTEXT_WORDS} words before it in its "
                          "document; lower --ZS_CONTEXT_WORDS or use a bigger corpus")
     print(f"{model.num_parameters():,} parameters, {tokenizer.vocab_size:,} tokens; scored on "
           f"{len(held_out)} held-out documents of {meta['corpus']} ({data_dir})")
@@ -428,4 +430,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

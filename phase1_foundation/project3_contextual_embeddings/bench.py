@@ -27,6 +27,7 @@ import transformers
 
 from common.config import load_config
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything, synchronize
+from common.errors import run_main
 from common.optim import adamw
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import PAD_ID
@@ -183,4 +184,4 @@ def main(argv: list[str] | None = None, rounds: int = ROUNDS, steps: int | None 
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

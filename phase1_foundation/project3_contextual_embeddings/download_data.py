@@ -25,6 +25,7 @@ import numpy as np
 
 from common.config import load_config
 from common.corpora import choose_corpus, prepare_corpus
+from common.errors import CourseError, run_main
 from common.progress import progress_bar, say_how_long
 from common.sentences import document_sentences
 from common.tokenizers import SentencePieceTokenizer, Tokenizer
@@ -107,7 +108,7 @@ def write_sentence_files(
             for split in SPLITS
         }
         if not all(c["documents"] for c in counts.values()):
-            raise SystemExit(
+            raise CourseError(
                 f"error: {writer.documents} document(s) split into {counts['train']['documents']} train and "
                 f"{counts['val']['documents']} val; give more (two blank lines end a document in a text file)"
             )
@@ -131,7 +132,7 @@ def load_split(folder: Path, split: str) -> tuple[np.memmap, np.ndarray, np.ndar
         complete = (len(sentences) == counts["sentences"] + 1 and sentences[-1] == counts["tokens"]
                     and len(documents) == counts["documents"] + 1 and documents[-1] == counts["sentences"])
     if not complete:
-        raise SystemExit(f"error: the {split} files in {folder} are missing or incomplete; delete {folder} "
+        raise CourseError(f"error: the {split} files in {folder} are missing or incomplete; delete {folder} "
                          "and run download_data.py")
     return np.memmap(tokens_path, dtype=meta["dtype"], mode="r"), sentences, documents
 
@@ -141,4 +142,4 @@ def main(argv: list[str] | None = None) -> Path:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -57,6 +57,7 @@ from torch import Tensor
 from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import describe, seed_everything
+from common.errors import CourseError, run_main
 from common.tokenizers import Tokenizer
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import (
@@ -161,7 +162,7 @@ def rank(probs: Tensor, allowed: Tensor, token: int) -> int:
 def blank_probs(model: BERT, tokenizer: Tokenizer, text: str, device: torch.device) -> Tensor:
     """(number of masks, V): the model's probabilities for each [MASK] in text."""
     if "[MASK]" not in text:
-        raise SystemExit('error: --TEXT needs at least one [MASK], '
+        raise CourseError('error: --TEXT needs at least one [MASK], '
                          'like --TEXT="The [MASK] flowed into the sea."')
     input_ids = torch.tensor([encode_text(tokenizer, text)], device=device)  # (1, T)
     logits, _ = model(input_ids, chosen=input_ids == special(tokenizer, "MASK"))  # (masks, V)
@@ -698,4 +699,4 @@ def context_says(mean: dict[str, float], chance: float, words: int) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -43,6 +43,7 @@ from torch import Tensor, nn
 from common.checkpoint import checkpoint_tokenizer, find_checkpoint
 from common.config import load_config, portable
 from common.device import autocast, describe, grad_scaler, seed_everything
+from common.errors import CourseError, run_main
 from common.interrupt import GracefulInterrupt
 from common.optim import adamw, set_lr, warmup_linear
 from common.progress import progress_bar
@@ -373,12 +374,13 @@ def report(task: Task, data: dict, parts: list, results: dict, described: str, c
 def check_settings(cfg: SimpleNamespace) -> None:
     """One line for each fine-tuning setting that cannot work, before anything is loaded."""
     if not cfg.FT_FROM or not set(cfg.FT_FROM) <= {"pretrained", "scratch"}:
-        raise SystemExit(f"error: --FT_FROM takes pretrained, scratch or both, got {','.join(cfg.FT_FROM)!r}")
+        raise CourseError(f"error: --FT_FROM takes pretrained, scratch or both, got "
+                          f"{','.join(cfg.FT_FROM)!r}")
     if not cfg.FT_SEEDS or not cfg.FT_LEARNING_RATES:
-        raise SystemExit("error: --FT_SEEDS and --FT_LEARNING_RATES each need a value at least, like "
+        raise CourseError("error: --FT_SEEDS and --FT_LEARNING_RATES each need a value at least, like "
                          "--FT_SEEDS=1337 --FT_LEARNING_RATES=1e-3")
     if cfg.FT_FOLDS < 2 or not 0 < cfg.FT_DEV_FRACTION < 1:
-        raise SystemExit(f"error: --FT_FOLDS needs 2 or more (got {cfg.FT_FOLDS}) and --FT_DEV_FRACTION a "
+        raise CourseError(f"error: --FT_FOLDS needs 2 or more (got {cfg.FT_FOLDS}) and --FT_DEV_FRACTION a "
                          f"share between 0 and 1 (got {cfg.FT_DEV_FRACTION})")
 
 
@@ -419,17 +421,17 @@ def main(argv: list[str] | None = None, train_encoder: bool = True) -> dict:
 def resumed(path: Path, settings: dict) -> dict:
     """The finished runs kept in `path`, if they were made with these settings."""
     if not path.exists():
-        raise SystemExit(f"error: nothing to resume: {path} does not exist; run without --RESUME")
+        raise CourseError(f"error: nothing to resume: {path} does not exist; run without --RESUME")
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
         changed = [k for k in settings if saved["settings"].get(k) != settings[k]]
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
-        raise SystemExit(f"error: {path} is not a file finetune.py wrote; run without --RESUME") from None
+        raise CourseError(f"error: {path} is not a file finetune.py wrote; run without --RESUME") from None
     if changed:
-        raise SystemExit(f"error: {path} was made with other settings ({', '.join(changed)}); run with the "
+        raise CourseError(f"error: {path} was made with other settings ({', '.join(changed)}); run with the "
                          "same ones to resume, or without --RESUME to start afresh")
     return saved["runs"]
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from common.download import download, extract_member
+from common.errors import CourseError
 
 
 class Example(NamedTuple):
@@ -64,7 +65,7 @@ def shipped(name: str) -> Path:
     """A file of labelled data that the gensim wheel ships with its tests (gensim/test/test_data)."""
     spec = importlib.util.find_spec("gensim")  # its path only: importing gensim takes seconds
     if spec is None:
-        raise SystemExit(f"error: {name} is read from the gensim package; run `uv sync` to install it")
+        raise CourseError(f"error: {name} is read from the gensim package; run `uv sync` to install it")
     return Path(spec.submodule_search_locations[0]) / "test" / "test_data" / name
 
 
@@ -112,9 +113,9 @@ def read_task_file(path: Path, folds: int) -> Task:
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
-        raise SystemExit(f"error: --TASK_FILE {path} does not exist") from None
+        raise CourseError(f"error: --TASK_FILE {path} does not exist") from None
     except UnicodeDecodeError as e:
-        raise SystemExit(f"error: --TASK_FILE {path} is not UTF-8 text ({e.reason} at byte {e.start}); "
+        raise CourseError(f"error: --TASK_FILE {path} is not UTF-8 text ({e.reason} at byte {e.start}); "
                          "save it as UTF-8") from None
     examples, width, rows = [], None, {}
     for row, line in enumerate(lines, 1):
@@ -123,7 +124,8 @@ def read_task_file(path: Path, folds: int) -> Task:
         fields = line.split("\t")
         width = width or len(fields)
         if len(fields) not in (2, 3) or len(fields) != width or not all(f.strip() for f in fields):
-            raise SystemExit(f"error: row {row} of {path} is not text<TAB>label or text<TAB>text_b<TAB>label "
+            raise CourseError(f"error: row {row} of {path} is not text<TAB>label or "
+                              f"text<TAB>text_b<TAB>label "
                              f"like the rows before it (it has {len(fields)} tab-separated fields"
                              f"{', one of them empty' if len(fields) in (2, 3) else ''}): {line[:60]!r}")
         text, *text_b, label = (f.strip() for f in fields)
@@ -131,12 +133,12 @@ def read_task_file(path: Path, folds: int) -> Task:
         rows.setdefault(label, row)
     task = Task(Path(path).stem, "the labels of your file", examples, None)
     if len(task.labels) < 2:
-        raise SystemExit(f"error: {path} has one label ({task.labels[0] if task.labels else 'no rows'}); "
+        raise CourseError(f"error: {path} has one label ({task.labels[0] if task.labels else 'no rows'}); "
                          "a classifier needs examples of at least two")
     for label in task.labels:
         count = sum(e.label == label for e in examples)
         if count < folds:
-            raise SystemExit(f"error: label {label!r} of {path} (first at row {rows[label]}) has {count} "
+            raise CourseError(f"error: label {label!r} of {path} (first at row {rows[label]}) has {count} "
                              f"example(s); {folds}-fold cross-validation needs at least {folds} of each "
                              "(a header line? delete it)")
     return task
@@ -146,6 +148,6 @@ def load_task(name: str, task_file: str | None, downloads: Path, folds: int) -> 
     if task_file:
         return read_task_file(Path(task_file), folds)
     if name not in TASKS:
-        raise SystemExit(f"error: unknown --TASK {name!r}; choose one of {', '.join(TASKS)}, "
+        raise CourseError(f"error: unknown --TASK {name!r}; choose one of {', '.join(TASKS)}, "
                          "or give your own with --TASK_FILE")
     return {"polarity": polarity, "sst2": lambda: sst2(downloads), "mrpc": lambda: mrpc(downloads)}[name]()

@@ -27,6 +27,7 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from common import checkpoint as ckpt
+from common.errors import CourseError
 from common.hf import read_hf_config, read_hf_weights
 
 LN_EPS = 1e-12  # google-research/bert modeling.py layer_norm (transformers' BERT: layer_norm_eps=1e-12)
@@ -48,14 +49,14 @@ class BertConfig:
 
     def __post_init__(self):
         if self.n_embd % self.n_head:
-            raise SystemExit(
+            raise CourseError(
                 f"error: n_embd ({self.n_embd}) is not divisible by n_head ({self.n_head}); "
                 "choose sizes where every head gets n_embd / n_head dimensions"
             )
         if self.positions not in ("learned", "rotary"):
-            raise SystemExit(f"error: unknown positions {self.positions!r}; choose learned or rotary")
+            raise CourseError(f"error: unknown positions {self.positions!r}; choose learned or rotary")
         if self.positions == "rotary" and (self.n_embd // self.n_head) % 2:
-            raise SystemExit(f"error: rotary positions turn pairs of numbers, so the head size "
+            raise CourseError(f"error: rotary positions turn pairs of numbers, so the head size "
                              f"({self.n_embd // self.n_head}) must be even; change n_embd or n_head")
 
 
@@ -342,7 +343,7 @@ def _read_hf_config(folder: Path) -> dict:
                     intermediate_size=4 * hf.get("hidden_size", 0), position_embedding_type="absolute")
     for key, value in expected.items():
         if hf.get(key, value) != value:
-            raise SystemExit(f"error: {Path(folder) / 'config.json'} has {key}={hf[key]!r}; "
+            raise CourseError(f"error: {Path(folder) / 'config.json'} has {key}={hf[key]!r}; "
                              f"this BERT supports only {key}={value!r}")
     return hf
 
@@ -370,13 +371,13 @@ def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder:
         parts = [hf_name.replace(".attn.c_attn.", f".attention.self.{p}.") for p in ("query", "key", "value")]
     for part in parts:
         if part not in weights:
-            raise SystemExit(f"error: {folder} has no tensor {part!r}; it is not a complete "
+            raise CourseError(f"error: {folder} has no tensor {part!r}; it is not a complete "
                              "BertForPreTraining checkpoint (MLM and NSP need both pre-training heads; "
                              "fine-tuning needs the encoder and the pooler)")
     tensor = torch.cat([weights[part] for part in parts])
     if name.startswith("nsp_head."):
         tensor = tensor.flip(0)  # transformers: row 0 = IsNext; ours: row 1 = IsNext
     if tensor.shape != shape:
-        raise SystemExit(f"error: {' + '.join(parts)} in {folder} has shape {tuple(tensor.shape)}, "
+        raise CourseError(f"error: {' + '.join(parts)} in {folder} has shape {tuple(tensor.shape)}, "
                          f"config.json implies {tuple(shape)}; the folder mixes files from different models")
     return tensor

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from common.errors import CourseError
 from phase1_foundation.project3_contextual_embeddings.download_data import (
     CLS_ID,
     MASK_ID,
@@ -164,18 +165,19 @@ class PairBatches:
         random_share: float,
     ):
         if block_size < 5:
-            raise SystemExit(f"error: --BLOCK_SIZE={block_size} cannot hold [CLS] A [SEP] B [SEP]; use 5+")
+            raise CourseError(f"error: --BLOCK_SIZE={block_size} cannot hold [CLS] A [SEP] B [SEP]; use 5+")
         if not (0 < mlm_prob <= 1 and min(mask_share, random_share) >= 0 and mask_share + random_share <= 1):
-            raise SystemExit(f"error: need 0 < MLM_PROB <= 1 and MASK_TOKEN_SHARE + RANDOM_TOKEN_SHARE <= 1, "
+            raise CourseError(f"error: need 0 < MLM_PROB <= 1 and MASK_TOKEN_SHARE + "
+                              f"RANDOM_TOKEN_SHARE <= 1, "
                              f"got {mlm_prob} and {mask_share} + {random_share}")
         if not 0 <= short_seq_prob <= 1:
-            raise SystemExit(f"error: need 0 <= SHORT_SEQ_PROB <= 1, got {short_seq_prob}")
+            raise CourseError(f"error: need 0 <= SHORT_SEQ_PROB <= 1, got {short_seq_prob}")
         self.n_documents = len(documents) - 1
         self.doc_of = np.repeat(np.arange(self.n_documents), np.diff(documents))  # (S,) document of each
         self.doc_end = documents[1:][self.doc_of]  # (S,) the sentence after the end of each one's document
         self.starts = np.flatnonzero(np.arange(len(self.doc_of)) + 1 < self.doc_end)  # (N,) with a successor
         if use_nsp and self.n_documents < 2 or not len(self.starts):
-            raise SystemExit(
+            raise CourseError(
                 f"error: {self.n_documents} document(s), {len(self.starts)} sentence(s) followed by another; "
                 "pairs need 2 documents and a document of 2 sentences: use a bigger corpus or --VAL_FRACTION"
             )

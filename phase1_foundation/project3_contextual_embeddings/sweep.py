@@ -33,6 +33,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from common.config import REPO_ROOT, in_repo
+from common.errors import CourseError, run_main
 from common.metrics import read_metrics, run_training
 from phase1_foundation.project3_contextual_embeddings.baselines import Baselines
 from phase1_foundation.project3_contextual_embeddings.config import BERT_TRAINING, PRESETS
@@ -132,7 +133,7 @@ def run(name: str, seconds: float, minutes: float, budget: str, extra: list[str]
     if (out_dir / "summary.json").is_file():
         summary = json.loads((out_dir / "summary.json").read_text())
         if summary["steps"] != steps:  # timed again since: this budget is no longer that many steps
-            raise SystemExit(f"error: {out_dir} holds a run of {summary['steps']} steps, where {minutes:g} "
+            raise CourseError(f"error: {out_dir} holds a run of {summary['steps']} steps, where {minutes:g} "
                              f"minutes now give {steps}; move it away to train again")
         return summary | shared_targets(summary, out_dir)
     warmup = 100 if CANDIDATES[name][2] is None else max(int(steps * CANDIDATES[name][2]), 1)
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> dict:
     extra = [a for a in argv if a.startswith("--") and not a.startswith(ours)]
     unknown = [name for name in names if name not in CANDIDATES]
     if unknown:
-        raise SystemExit(f"error: no candidate {unknown[0]!r}; the candidates are {', '.join(CANDIDATES)}")
+        raise CourseError(f"error: no candidate {unknown[0]!r}; the candidates are {', '.join(CANDIDATES)}")
     timings = step_seconds(sorted({*names, PRESET_CANDIDATE} if minutes == "preset" else set(names)), extra)
     if "--TIME_ONLY" in argv:
         return timings
@@ -224,4 +225,4 @@ def report_seeds(results: dict[str, dict], names: list[str], seeds: list[int]) -
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from common.errors import CourseError
 from common.tokenizers import Tokenizer, basic_normalize, basic_words, write_atomic
 from common.tokenizers import load_tokenizer as load_trained_tokenizer
 
@@ -95,7 +96,7 @@ class WordPieceTokenizer:
         if lines[-1] == "":
             lines.pop()  # the newline that ends the last line
         if "[UNK]" not in lines:
-            raise SystemExit(f"error: {path} has no [UNK] token; it is not a BERT WordPiece vocabulary")
+            raise CourseError(f"error: {path} has no [UNK] token; it is not a BERT WordPiece vocabulary")
         return cls(lines)
 
 

@@ -26,8 +26,9 @@ from common import checkpoint as ckpt
 from common import dry_run, reference
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
+from common.errors import run_main
 from common.interrupt import GracefulInterrupt
-from common.learn_check import stub_message, stubs_in
+from common.learn_check import refuse_stubs
 from common.metrics import MetricsLog, check_finite, matmul_flops, plot_losses, save_summary
 from common.optim import adamw, set_lr, warmup_linear
 from common.progress import progress
@@ -73,6 +74,7 @@ def bert(cfg: SimpleNamespace, vocab_size: int) -> BERT:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    refuse_stubs("phase1_foundation.project3_contextual_embeddings")  # a learn task not yet written
     # --- config and device ---------------------------------------------------------------------------------
     cfg = load_config(config, argv)
     device = torch.device("cpu" if cfg.DRY_RUN else cfg.DEVICE)
@@ -202,6 +204,4 @@ def summarize(cfg: SimpleNamespace, out_dir: Path, data_dir: Path, val: dict, va
 
 
 if __name__ == "__main__":
-    if stubs := stubs_in("phase1_foundation.project3_contextual_embeddings"):  # a learn task not yet written
-        raise SystemExit(f"error: {stub_message(stubs)}")
-    main()
+    run_main(main)

@@ -21,6 +21,7 @@ from types import SimpleNamespace
 
 from common.config import load_config
 from common.corpora import choose_corpus, prepare_corpus
+from common.errors import run_main
 from common.progress import say_how_long
 from common.tokenizers import CharTokenizer
 from common.tokens import read_meta, write_token_files
@@ -72,4 +73,4 @@ def main(argv: list[str] | None = None) -> Path:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

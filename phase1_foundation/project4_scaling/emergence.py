@@ -63,6 +63,7 @@ import torch
 
 from common.config import load_config
 from common.device import seed_everything
+from common.errors import CourseError, run_main
 from common.interrupt import GracefulInterrupt
 from common.optim import adamw, set_lr, warmup_cosine
 from common.progress import progress
@@ -106,27 +107,28 @@ SUMMARIZED = ("exact_match", "position_product", "per_digit_power", "per_digit",
 def check(cfg: SimpleNamespace) -> None:
     """One line for each setting that cannot work, before anything trains."""
     if not 1 <= cfg.EM_DIGITS <= 9:  # a problem (a, b) is numbered a·10^D + b, which must fit in 64 bits
-        raise SystemExit(f"error: --EM_DIGITS={cfg.EM_DIGITS}; add numbers of 1 to 9 digits")
+        raise CourseError(f"error: --EM_DIGITS={cfg.EM_DIGITS}; add numbers of 1 to 9 digits")
     if cfg.EM_SHOTS < 0:
-        raise SystemExit(f"error: --EM_SHOTS={cfg.EM_SHOTS}; show 0 or more exemplars")
+        raise CourseError(f"error: --EM_SHOTS={cfg.EM_SHOTS}; show 0 or more exemplars")
     for name in ("EM_SEEDS", "EM_BATCH_SIZE", "EM_HEAD_SIZE"):
         if getattr(cfg, name) < 1:
-            raise SystemExit(f"error: --{name}={getattr(cfg, name)}; it must be at least 1")
+            raise CourseError(f"error: --{name}={getattr(cfg, name)}; it must be at least 1")
     unknown = [v for v in cfg.EM_VARIANTS if v not in HEADERS]
     if unknown or not cfg.EM_VARIANTS:
-        raise SystemExit(f"error: unknown variant {unknown[0] if unknown else '(none)'!r}; --EM_VARIANTS "
+        raise CourseError(f"error: unknown variant {unknown[0] if unknown else '(none)'!r}; --EM_VARIANTS "
                          f"takes {', '.join(HEADERS)}")
     if not cfg.EM_SHAPES:
-        raise SystemExit("error: --EM_SHAPES is empty; name at least one shape, like --EM_SHAPES=2x64")
+        raise CourseError("error: --EM_SHAPES is empty; name at least one shape, like --EM_SHAPES=2x64")
     for shape in cfg.EM_SHAPES:
         parse_shape(shape, cfg.EM_HEAD_SIZE)
     if 10**cfg.EM_DIGITS * 10**cfg.EM_DIGITS < 2 * cfg.EM_EVAL_PROBLEMS or cfg.EM_EVAL_PROBLEMS < 1:
-        raise SystemExit(f"error: --EM_EVAL_PROBLEMS={cfg.EM_EVAL_PROBLEMS}; hold out at least 1 and at most "
+        raise CourseError(f"error: --EM_EVAL_PROBLEMS={cfg.EM_EVAL_PROBLEMS}; hold out at least 1 "
+                          f"and at most "
                          f"half of the {100**cfg.EM_DIGITS:,} {cfg.EM_DIGITS}-digit problems")
     for variant in cfg.EM_VARIANTS:
         row_tokens = Addition(cfg.EM_DIGITS, variant).context(cfg.EM_SHOTS)
         if cfg.EM_TOKENS < cfg.EM_BATCH_SIZE * row_tokens:
-            raise SystemExit(f"error: --EM_TOKENS={cfg.EM_TOKENS} is less than one batch of the {variant} "
+            raise CourseError(f"error: --EM_TOKENS={cfg.EM_TOKENS} is less than one batch of the {variant} "
                              f"variant ({cfg.EM_BATCH_SIZE * row_tokens:,} tokens); raise it")
 
 
@@ -392,4 +394,4 @@ def plot_length(rows: list[dict], path: Path) -> Path | None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from common.config import load_config
+from common.errors import CourseError, run_main
 from phase1_foundation.project4_scaling import chinchilla_runs, config, prediction
 from phase1_foundation.project4_scaling.bootstrap import (
     MAX_WIDTH,
@@ -336,7 +337,7 @@ def main(argv: list[str] | None = None) -> dict:
     if cfg.DATA == "chinchilla":
         return chinchilla_runs.fit(cfg.RESAMPLES, out_dir)
     if cfg.DATA != "sweep":
-        raise SystemExit(f"error: unknown --DATA={cfg.DATA}; choose sweep (your runs in OUT_DIR) or "
+        raise CourseError(f"error: unknown --DATA={cfg.DATA}; choose sweep (your runs in OUT_DIR) or "
                          "chinchilla")
     results = out_dir / "results.jsonl"
     rows = read_results(results, fields=SWEEP_FIELDS)
@@ -353,7 +354,7 @@ def main(argv: list[str] | None = None) -> dict:
         else:
             sweeps[counting] = sweep
     if not sweeps:
-        raise SystemExit(f"error: the runs in {results} of each counting have one budget; an exponent needs "
+        raise CourseError(f"error: the runs in {results} of each counting have one budget; an exponent needs "
                          "runs at two budgets at least")
 
     measured, repeated = noise_of(rows)
@@ -395,4 +396,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -22,6 +22,8 @@ import torch.nn as nn
 from torch import Tensor
 from torch.nn import functional as F
 
+from common.errors import CourseError
+
 
 @dataclass
 class GPTConfig:
@@ -34,7 +36,7 @@ class GPTConfig:
 
     def __post_init__(self):
         if self.n_embd % self.n_head:
-            raise SystemExit(f"error: n_embd ({self.n_embd}) is not divisible by n_head ({self.n_head}); "
+            raise CourseError(f"error: n_embd ({self.n_embd}) is not divisible by n_head ({self.n_head}); "
                              "choose sizes where every head gets n_embd / n_head dimensions")
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common.errors import CourseError
 from phase1_foundation.project4_scaling.chinchilla import Allocation, LossSurface
 
 SMALLEST_FITTED = 1.4e18  # PAPER: Besiroglu et al. 2024's runs (chinchilla_runs.csv): the least compute
@@ -157,7 +158,7 @@ def plan(cfg, surface: LossSurface | None, device, sweep_fit: Allocation | None 
 
     if cfg.PLAN_CONSTANTS == "ours" and (surface is None or surface.problem):
         why = surface.problem if surface is not None else "there is no sweep"
-        raise SystemExit(f"error: --PLAN_CONSTANTS=ours plans with the sweep's own Approach 3 fit, and it "
+        raise CourseError(f"error: --PLAN_CONSTANTS=ours plans with the sweep's own Approach 3 fit, and it "
                          f"has none to give ({why}); pass --PLAN_CONSTANTS=epoch-2024")
     ours = cfg.PLAN_CONSTANTS == "ours"
     planner = ChinchillaPlanner(surface if ours else cfg.PLAN_CONSTANTS)

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from common.errors import CourseError
 from common.tokenizers import write_atomic
 
 # What the fits read from each row of results.jsonl; a row without one of these was made by an older train.py
@@ -51,7 +52,7 @@ def read_results(path: str | Path, fields: tuple[str, ...] = (), settings: dict 
     if not path.is_file():
         if missing_ok:
             return []
-        raise SystemExit(f"error: no results at {path}; run {command} first, or pass --OUT_DIR=<its folder>")
+        raise CourseError(f"error: no results at {path}; run {command} first, or pass --OUT_DIR=<its folder>")
     rows = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -59,21 +60,21 @@ def read_results(path: str | Path, fields: tuple[str, ...] = (), settings: dict 
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
-            raise SystemExit(f"error: line {number} of {path} is not JSON; delete that line and run "
+            raise CourseError(f"error: line {number} of {path} is not JSON; delete that line and run "
                              f"{command} again to remake its run") from None
         missing = [name for name in fields if name not in row]
         if missing:
-            raise SystemExit(f"error: line {number} of {path} has no {', '.join(missing)}; it was not "
+            raise CourseError(f"error: line {number} of {path} has no {', '.join(missing)}; it was not "
                              f"written by this version of {made_by} ({command} --OUT_DIR=<a new folder>)")
         if settings is not None and row.get("settings") != settings:
             saved = row.get("settings") or {}
             changed = [f"{key} {saved.get(key)!r} (now {value!r})" for key, value in settings.items()
                        if saved.get(key) != value]
-            raise SystemExit(f"error: {path} holds runs made with other settings ({', '.join(changed)}); "
+            raise CourseError(f"error: {path} holds runs made with other settings ({', '.join(changed)}); "
                              f"pass --OUT_DIR=<a new folder> for a new experiment, or delete {path}")
         rows.append(row)
     if not rows and not missing_ok:
-        raise SystemExit(f"error: {path} holds no runs yet; run {command} first")
+        raise CourseError(f"error: {path} holds no runs yet; run {command} first")
     return rows
 
 
@@ -87,7 +88,7 @@ def countings_in(rows: list[dict]) -> list[str]:
     present = {row["counting"] for row in rows}
     unknown = sorted(present - set(COUNTINGS))
     if unknown:
-        raise SystemExit(f"error: runs of an unknown counting ({', '.join(map(str, unknown))}); a run's "
+        raise CourseError(f"error: runs of an unknown counting ({', '.join(map(str, unknown))}); a run's "
                          f"counting is one of {', '.join(COUNTINGS)}")
     return [counting for counting in COUNTINGS if counting in present]
 
@@ -119,11 +120,12 @@ class Sweep:
             if name not in COUNTINGS:
                 raise ValueError(f"counting must be one of {', '.join(COUNTINGS)}, not {name!r}")
         if any("counting" not in row for row in rows):
-            raise SystemExit("error: these runs have no counting: they were made by an older train.py; train "
+            raise CourseError("error: these runs have no counting: they were made by an older "
+                              "train.py; train "
                              "the sweep again into a new --OUT_DIR")
         mine = [row for row in rows if row["counting"] == counting and not row.get("repeat")]
         if not mine:
-            raise SystemExit(f"error: no runs of the {counting} counting here (only "
+            raise CourseError(f"error: no runs of the {counting} counting here (only "
                              f"{', '.join(sorted({str(row['counting']) for row in rows})) or 'none'})")
         n_key, c_key = COUNTING_COLUMNS[counted_as]
 

@@ -11,6 +11,7 @@ live with (bootstrap.py). `train.py` trains these runs, `download_data.py` lists
 from dataclasses import dataclass
 from types import SimpleNamespace
 
+from common.errors import CourseError
 from phase1_foundation.project4_scaling.model import GPTConfig, flops_per_token, non_embedding_parameters
 from phase1_foundation.project4_scaling.results import COUNTINGS
 
@@ -41,9 +42,9 @@ def parse_shape(text: str, head_size: int) -> tuple[int, int]:
     """"4x128" -> (4, 128): n_layer x d_model, d_model a multiple of head_size."""
     layers, _, width = text.partition("x")
     if not (layers.isdigit() and width.isdigit() and int(layers) > 0 and int(width) > 0):
-        raise SystemExit(f"error: cannot read the shape {text!r}; write n_layer x d_model, like 4x128")
+        raise CourseError(f"error: cannot read the shape {text!r}; write n_layer x d_model, like 4x128")
     if int(width) % head_size:
-        raise SystemExit(f"error: shape {text}: d_model {width} is not a multiple of HEAD_SIZE={head_size}")
+        raise CourseError(f"error: shape {text}: d_model {width} is not a multiple of HEAD_SIZE={head_size}")
     return int(layers), int(width)
 
 
@@ -55,7 +56,7 @@ def planned_runs(cfg: SimpleNamespace, vocab_size: int) -> tuple[list[Run], list
     runs = []
     for counting in cfg.COUNTINGS:
         if counting not in COUNTINGS:
-            raise SystemExit(f"error: unknown counting {counting!r}; choose from {', '.join(COUNTINGS)}")
+            raise CourseError(f"error: unknown counting {counting!r}; choose from {', '.join(COUNTINGS)}")
         budgets = cfg.BUDGETS if counting == "kaplan" else cfg.CHINCHILLA_BUDGETS
         for budget in sorted(budgets):
             for n_layer, n_embd in sorted(parse_shape(s, cfg.HEAD_SIZE) for s in cfg.SHAPES):

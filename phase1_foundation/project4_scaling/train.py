@@ -34,8 +34,9 @@ from common import dry_run, reference
 from common.baselines import bigram_cross_entropy, unigram_cross_entropy
 from common.config import load_config, portable
 from common.device import autocast, describe, enable_tf32, seed_everything
+from common.errors import CourseError, run_main
 from common.interrupt import GracefulInterrupt
-from common.learn_check import stub_message, stubs_in
+from common.learn_check import refuse_stubs
 from common.metrics import check_finite, matmul_flops, save_summary
 from common.optim import adamw, set_lr, warmup_cosine
 from common.progress import progress_bar
@@ -71,7 +72,7 @@ class EpochBatches:
         self.tokens, self.block_size, self.batch_size, self.device = tokens, block_size, batch_size, device
         self.windows, self.seed = (len(tokens) - 1) // block_size, seed
         if self.windows < batch_size:
-            raise SystemExit(f"error: the training text holds {self.windows} windows of {block_size + 1} "
+            raise CourseError(f"error: the training text holds {self.windows} windows of {block_size + 1} "
                              f"tokens, fewer than a batch of {batch_size}; use a longer --TEXT_FILE")
         self.epoch, self.position = 0, 0  # windows read so far in this epoch
         self.order = self._shuffled()  # (windows,)
@@ -202,6 +203,7 @@ def dry_run_sweep(runs: list[Run], vocab_size: int, train_tokens: np.ndarray, cf
 
 
 def main(argv: list[str] | None = None) -> list[dict] | dict:
+    refuse_stubs("phase1_foundation.project4_scaling")  # a learn task started and not yet written
     cfg = load_config(config, argv)
     device = torch.device("cpu" if cfg.DRY_RUN else cfg.DEVICE)
     enable_tf32()
@@ -236,7 +238,7 @@ def main(argv: list[str] | None = None) -> list[dict] | dict:
     if only:
         unknown = only - {run.name for run in runs}
         if unknown:
-            raise SystemExit(f"error: no run named {', '.join(sorted(unknown))} in this sweep; its runs are "
+            raise CourseError(f"error: no run named {', '.join(sorted(unknown))} in this sweep; its runs are "
                              f"{', '.join(run.name for run in runs)}")
         runs = [run for run in runs if run.name in only]
         rows = [row for row in rows if row["name"] not in only]
@@ -272,6 +274,4 @@ def main(argv: list[str] | None = None) -> list[dict] | dict:
 
 
 if __name__ == "__main__":
-    if stubs := stubs_in("phase1_foundation.project4_scaling"):  # a learn task started and not yet written
-        raise SystemExit(f"error: {stub_message(stubs)}")
-    main()
+    run_main(main)

@@ -25,6 +25,7 @@ from common.checkpoint import (
     set_aside_previous_run,
     set_rng_state,
 )
+from common.errors import CourseError
 from common.tokenizers import CharTokenizer, load_tokenizer
 
 KIND = "project1/gpt"
@@ -88,7 +89,7 @@ def test_write_error_is_one_line_and_keeps_previous(tmp_path, monkeypatch):
         raise RuntimeError("[enforce fail at inline_container.cc] unexpected pos\nmore detail")
 
     monkeypatch.setattr(torch, "save", disk_full)
-    with pytest.raises(SystemExit, match=r"could not write checkpoint .*unexpected pos\); ") as exc:
+    with pytest.raises(CourseError, match=r"could not write checkpoint .*unexpected pos\); ") as exc:
         save_checkpoint(good, make_state(2))
     assert "\n" not in str(exc.value)
     assert load_checkpoint(good, kind=KIND)["step"] == 1
@@ -96,7 +97,7 @@ def test_write_error_is_one_line_and_keeps_previous(tmp_path, monkeypatch):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(SystemExit, match="no checkpoint at .*train first"):
+    with pytest.raises(CourseError, match="no checkpoint at .*train first"):
         load_checkpoint(tmp_path / "nope.pt", kind=KIND)
 
 
@@ -105,7 +106,7 @@ def test_truncated_or_corrupt_file(tmp_path, keep_fraction):
     path = save_checkpoint(tmp_path / "gpt.pt", make_state(1))
     data = path.read_bytes()
     path.write_bytes(data[: int(len(data) * keep_fraction)])
-    with pytest.raises(SystemExit, match="not a readable checkpoint .*delete it") as exc:
+    with pytest.raises(CourseError, match="not a readable checkpoint .*delete it") as exc:
         load_checkpoint(path, kind=KIND)
     assert "\n" not in str(exc.value)
 
@@ -113,27 +114,27 @@ def test_truncated_or_corrupt_file(tmp_path, keep_fraction):
 def test_garbage_file(tmp_path):
     path = tmp_path / "gpt.pt"
     path.write_bytes(b"this is not a checkpoint" * 50)
-    with pytest.raises(SystemExit, match="not a readable checkpoint"):
+    with pytest.raises(CourseError, match="not a readable checkpoint"):
         load_checkpoint(path, kind=KIND)
 
 
 def test_pickled_object_is_refused(tmp_path):
     path = tmp_path / "evil.pt"
     torch.save({"kind": KIND, "payload": ValueError("arbitrary object")}, path)
-    with pytest.raises(SystemExit, match="not a readable checkpoint"):
+    with pytest.raises(CourseError, match="not a readable checkpoint"):
         load_checkpoint(path, kind=KIND)
 
 
 def test_wrong_kind(tmp_path):
     state = make_state(1) | {"kind": "project3/bert"}
     path = save_checkpoint(tmp_path / "bert.pt", state)
-    with pytest.raises(SystemExit, match="written by project3/bert, not project1/gpt"):
+    with pytest.raises(CourseError, match="written by project3/bert, not project1/gpt"):
         load_checkpoint(path, kind=KIND)
 
 
 def test_not_a_course_checkpoint(tmp_path):
     path = save_checkpoint(tmp_path / "weights.pt", {"weight": torch.zeros(2)})
-    with pytest.raises(SystemExit, match="not a checkpoint of this course"):
+    with pytest.raises(CourseError, match="not a checkpoint of this course"):
         load_checkpoint(path, kind=KIND)
 
 
@@ -153,7 +154,7 @@ def test_latest_uses_step_number_not_text_order(tmp_path):
 
 
 def test_latest_without_checkpoints(tmp_path):
-    with pytest.raises(SystemExit, match="no gpt_iter.*train first"):
+    with pytest.raises(CourseError, match="no gpt_iter.*train first"):
         find_checkpoint("latest", tmp_path / "missing", "gpt")
 
 
@@ -161,7 +162,7 @@ def test_explicit_path(tmp_path):
     save_steps(tmp_path, [10])
     path = checkpoint_path(tmp_path, "gpt", 10, 10.0 / 11)
     assert find_checkpoint(str(path), tmp_path, "gpt") == path
-    with pytest.raises(SystemExit, match="no checkpoint at"):
+    with pytest.raises(CourseError, match="no checkpoint at"):
         find_checkpoint(str(tmp_path / "typo.pt"), tmp_path, "gpt")
 
 
@@ -178,7 +179,7 @@ def test_keep_newest_k(tmp_path):
         "gpt_iter1000_loss0.0100.pt",
         "gpt_iter2000_loss0.0050.pt",
     ]
-    with pytest.raises(SystemExit, match="keep at least 1"):
+    with pytest.raises(CourseError, match="keep at least 1"):
         prune_checkpoints(tmp_path, "gpt", keep=0)
 
 
@@ -222,9 +223,9 @@ def test_clean_state_dict_keeps_a_submodule_named_module():
 def test_check_compatible():
     saved = {"N_LAYER": 12, "N_EMBD": 768, "LEARNING_RATE": 3e-4}
     check_compatible(saved, saved | {"LEARNING_RATE": 1e-4}, ["N_LAYER", "N_EMBD"])
-    with pytest.raises(SystemExit, match=r"N_LAYER 12 -> 6.*resume with --N_LAYER=12 or start a new run"):
+    with pytest.raises(CourseError, match=r"N_LAYER 12 -> 6.*resume with --N_LAYER=12 or start a new run"):
         check_compatible(saved, saved | {"N_LAYER": 6}, ["N_LAYER", "N_EMBD"])
-    with pytest.raises(SystemExit, match=r"resume with --N_EMBD=768 or"):  # a model config's lowercase fields
+    with pytest.raises(CourseError, match=r"resume with --N_EMBD=768 or"):  # a model config's fields
         check_compatible({"n_embd": 768}, {"n_embd": 512}, ["n_embd"])
 
 
@@ -366,9 +367,9 @@ def test_each_process_of_a_data_parallel_run_resumes_its_own_generators(tmp_path
 
 def test_resume_refuses_another_shape_in_one_line(tmp_path):
     training_run(tmp_path, seed=1).save(1, 1.0)
-    with pytest.raises(SystemExit, match=r"width 4 -> 8.*resume with --WIDTH=4") as exit_info:
+    with pytest.raises(CourseError, match=r"width 4 -> 8.*resume with --WIDTH=4") as exit_info:
         training_run(tmp_path, seed=1, width=8, resume="latest").resume(shape_keys=("width",))
-    assert "\n" not in str(exit_info.value.code)
+    assert "\n" not in str(exit_info.value)
 
 
 def test_a_fresh_start_returns_step_zero_and_sets_the_old_run_aside(tmp_path, capsys):
@@ -413,8 +414,8 @@ def test_a_checkpoint_needs_no_data_folder_for_its_tokenizer(tmp_path, monkeypat
     shutil.rmtree(tmp_path / "old")
     assert checkpoint_tokenizer(record, load_tokenizer).decode(TOKENIZER.encode("a cab")) == "a cab"
     config_ = {"CORPUS": "wiki-sample", "TOKENIZER": "char", "N_LAYER": 2}
-    with pytest.raises(SystemExit, match=r"not in this clone; prepare it with the chapter's download_data.py "
-                                         r"--CORPUS=wiki-sample --TOKENIZER=char$"):
+    with pytest.raises(CourseError, match=r"not in this clone; prepare it with the chapter's "
+                                          r"download_data.py --CORPUS=wiki-sample --TOKENIZER=char$"):
         checkpoint_data_dir({**record, "config": config_}, load_tokenizer)
 
 
@@ -424,9 +425,9 @@ def test_data_prepared_with_another_tokenizer_is_refused_in_one_line(tmp_path, m
     monkeypatch.setattr(config, "REPO_ROOT", tmp_path)
     record = data_record(clone_with_data(tmp_path), TOKENIZER)
     CharTokenizer(["<unk>"], list("xyz")).save(tmp_path / "data" / "project1" / "tiny")  # prepared again
-    with pytest.raises(SystemExit, match="prepared with another tokenizer than this model's") as stop:
+    with pytest.raises(CourseError, match="prepared with another tokenizer than this model's") as stop:
         checkpoint_data_dir(record, load_tokenizer)
-    assert "\n" not in str(stop.value.code)
+    assert "\n" not in str(stop.value)
 
 
 def test_an_old_checkpoint_with_an_absolute_folder_finds_it_in_the_moved_clone(tmp_path, monkeypatch):
@@ -454,9 +455,9 @@ def test_resume_latest_skips_a_corrupt_newest_checkpoint_and_says_why(tmp_path, 
 def test_when_no_checkpoint_loads_resume_ends_in_one_line(tmp_path):
     for step in (5, 10):
         training_run(tmp_path, seed=1).save(step, 1.0).write_bytes(b"not a checkpoint")
-    with pytest.raises(SystemExit, match=r"none of the 2 checkpoints in .* loads") as stop:
+    with pytest.raises(CourseError, match=r"none of the 2 checkpoints in .* loads") as stop:
         training_run(tmp_path, seed=2, resume="latest").resume(shape_keys=("width",))
-    assert "\n" not in str(stop.value.code)
+    assert "\n" not in str(stop.value)
 
 
 def test_an_explicit_path_that_is_corrupt_is_not_replaced_by_another(tmp_path):
@@ -464,5 +465,5 @@ def test_an_explicit_path_that_is_corrupt_is_not_replaced_by_another(tmp_path):
     run.save(5, 2.0)
     corrupt = run.save(10, 1.5)
     corrupt.write_bytes(b"garbage")
-    with pytest.raises(SystemExit, match="not a readable checkpoint"):
+    with pytest.raises(CourseError, match="not a readable checkpoint"):
         open_checkpoint(str(corrupt), tmp_path, "gpt", kind=KIND)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from common.config import load_config, parse_value
+from common.errors import CourseError
 
 
 def make_module():
@@ -66,9 +67,9 @@ def test_overrides_are_typed():
     ],
 )
 def test_mistakes_end_in_one_line(arg, message):
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(CourseError) as exit_info:
         load_config(make_module(), ["--DEVICE=cpu", arg] if not arg.startswith("--DEVICE") else [arg])
-    text = str(exit_info.value.code)
+    text = str(exit_info.value)
     assert message in text and "\n" not in text
 
 

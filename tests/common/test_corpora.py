@@ -10,6 +10,7 @@ import pytest
 
 from common import corpora
 from common.corpora import Corpus, Source, corpus_names, open_corpus, prepare_corpus
+from common.errors import CourseError
 from common.parsers import MIN_PARAGRAPH_CHARS, gutenberg_chapters, wikitext_articles
 from common.sentences import split_paragraphs
 
@@ -118,14 +119,14 @@ def test_own_text_mistakes_end_in_one_line(tmp_path):
              (tmp_path / "empty", "holds no .txt files"),
              (tmp_path / "blank.txt", "found no text in your file")]
     for path, message in cases:
-        with pytest.raises(SystemExit, match=message) as failure:
+        with pytest.raises(CourseError, match=message) as failure:
             prepare_corpus("wiki-sample", tmp_path / "data", text_file=str(path))
         assert "\n" not in str(failure.value)
     assert list((tmp_path / "data" / "corpora").iterdir()) == []  # no half-written cache
 
 
 def test_unknown_corpus_lists_the_choices(tmp_path):
-    with pytest.raises(SystemExit,
+    with pytest.raises(CourseError,
                        match="unknown corpus 'shakespeare'; choose one of wiki-sample, tinyshakespeare"):
         prepare_corpus("shakespeare", tmp_path)
 
@@ -212,5 +213,5 @@ def test_open_corpus_reads_a_prepared_cache(tmp_path):
     reopened = open_corpus(prepared.path)
     assert reopened == prepared
     assert next(reopened.iter_documents()) == next(prepared.iter_documents())
-    with pytest.raises(SystemExit, match="run download_data.py again"):
+    with pytest.raises(CourseError, match="run download_data.py again"):
         open_corpus(tmp_path / "corpora" / "gone.jsonl")

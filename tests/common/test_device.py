@@ -8,6 +8,7 @@ import torch
 
 from common import device as devices
 from common.device import autocast, autocast_dtype, describe, grad_scaler, pick_device, seed_everything
+from common.errors import CourseError
 
 
 @pytest.fixture
@@ -83,7 +84,7 @@ def test_the_next_device_is_tried_and_a_working_one_chosen_silently(monkeypatch,
 
 def test_a_named_device_that_fails_the_check_is_one_clear_line(monkeypatch, fresh_probe):
     pretend(monkeypatch, cuda=False, mps=True, compute=wrong_off_cpu)
-    with pytest.raises(SystemExit, match=r"^error: --DEVICE=mps fails a check \(.*\); use --DEVICE=cpu$"):
+    with pytest.raises(CourseError, match=r"^error: --DEVICE=mps fails a check \(.*\); use --DEVICE=cpu$"):
         pick_device("mps")
 
 
@@ -122,7 +123,7 @@ def test_under_torchrun_each_process_checks_its_own_gpu(monkeypatch, fresh_probe
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
 def test_missing_cuda_is_one_line():
-    with pytest.raises(SystemExit, match="sees no CUDA GPU"):
+    with pytest.raises(CourseError, match="sees no CUDA GPU"):
         pick_device("cuda")
 
 

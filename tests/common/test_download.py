@@ -11,6 +11,7 @@ import pytest
 
 from common import download as download_module
 from common.download import RECORD_NAME, download, extract_member
+from common.errors import CourseError
 
 BODY = bytes(range(256)) * 400  # 102,400 bytes
 SHA = hashlib.sha256(BODY).hexdigest()
@@ -100,7 +101,7 @@ def test_download_writes_checked_file_and_reuses_it(server, tmp_path):
 )
 def test_failures_leave_nothing_behind(server, tmp_path, path, size, sha, message):
     dest = tmp_path / "dl" / "file.bin"
-    with pytest.raises(SystemExit, match=message) as failure:
+    with pytest.raises(CourseError, match=message) as failure:
         download(url(server, path), dest, size=size, sha256=sha)
     assert "the embedded default needs no download: leave out --CORPUS" in str(failure.value)
     assert "\n" not in str(failure.value)
@@ -109,7 +110,7 @@ def test_failures_leave_nothing_behind(server, tmp_path, path, size, sha, messag
 
 def test_client_errors_are_not_retried_but_broken_transfers_are(server, tmp_path):
     for path in ("/missing", "/truncated"):
-        with pytest.raises(SystemExit):
+        with pytest.raises(CourseError):
             download(url(server, path), tmp_path / "file.bin", size=len(BODY), sha256=SHA, retries=3)
     assert [p for p, _ in server.requests] == ["/missing"] + ["/truncated"] * 3
     # each retry asks only for the bytes it does not have yet
@@ -118,7 +119,7 @@ def test_client_errors_are_not_retried_but_broken_transfers_are(server, tmp_path
 
 def test_timeout_is_retried_then_reported(server, tmp_path):
     dest = tmp_path / "file.bin"
-    with pytest.raises(SystemExit, match=r"no answer within 0.2 s \(gave up after 2 attempts\)"):
+    with pytest.raises(CourseError, match=r"no answer within 0.2 s \(gave up after 2 attempts\)"):
         download(url(server, "/slow"), dest, size=len(BODY), sha256=SHA, timeout=0.2, retries=2)
     assert list(tmp_path.iterdir()) == []
 
@@ -154,7 +155,7 @@ def test_unpinned_sha256_is_recorded_then_enforced(server, tmp_path):
     download(url(server, "/changing"), dest, size=None, sha256=None)  # intact: no request
     assert len(server.requests) == 1
     dest.unlink()
-    with pytest.raises(SystemExit, match=f"delete its entry in .*{RECORD_NAME} to accept the new one"):
+    with pytest.raises(CourseError, match=f"delete its entry in .*{RECORD_NAME} to accept the new one"):
         download(url(server, "/changing"), dest, size=None, sha256=None)
     assert [p.name for p in tmp_path.iterdir()] == [RECORD_NAME]
 
@@ -177,7 +178,7 @@ def test_extract_member(tmp_path):
 @pytest.mark.parametrize("member", ["../evil.txt", "corpus/../../evil.txt", "/tmp/evil.txt", "C:/evil.txt"])
 def test_extract_member_refuses_paths_leaving_the_folder(tmp_path, member):
     archive = make_zip(tmp_path / "a.zip", {member: b"gotcha"})
-    with pytest.raises(SystemExit, match="refusing to extract"):
+    with pytest.raises(CourseError, match="refusing to extract"):
         extract_member(archive, member, tmp_path / "deep" / "out")
     assert not (tmp_path / "deep").exists()
     assert not (tmp_path / "evil.txt").exists()
@@ -185,9 +186,9 @@ def test_extract_member_refuses_paths_leaving_the_folder(tmp_path, member):
 
 def test_extract_member_reports_missing_member_and_broken_zip(tmp_path):
     archive = make_zip(tmp_path / "a.zip", {"x.txt": b"x"})
-    with pytest.raises(SystemExit, match="has no file y.txt; delete"):
+    with pytest.raises(CourseError, match="has no file y.txt; delete"):
         extract_member(archive, "y.txt", tmp_path / "out")
     (tmp_path / "broken.zip").write_bytes(b"PK not really")
-    with pytest.raises(SystemExit, match="not a readable zip archive"):
+    with pytest.raises(CourseError, match="not a readable zip archive"):
         extract_member(tmp_path / "broken.zip", "x.txt", tmp_path / "out")
     assert list((tmp_path / "out").iterdir()) == []

@@ -7,6 +7,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from common.errors import CourseError
 from common.hf import read_hf_config, read_hf_weights
 
 HINT = "expected a folder written by save_pretrained"
@@ -20,9 +21,9 @@ def folder_with_config(tmp_path, **config):
 
 
 def one_line_exit(call, match: str) -> str:
-    with pytest.raises(SystemExit, match=match) as exit_info:
+    with pytest.raises(CourseError, match=match) as exit_info:
         call()
-    text = str(exit_info.value.code)
+    text = str(exit_info.value)
     assert text.startswith("error: ") and "\n" not in text
     return text
 

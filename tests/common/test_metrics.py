@@ -4,6 +4,7 @@ import math
 import pytest
 import torch
 
+from common.errors import CourseError
 from common.metrics import (
     MetricsLog,
     check_finite,
@@ -103,7 +104,7 @@ def png_width(path):
 
 
 def test_plot_without_metrics(tmp_path):
-    with pytest.raises(SystemExit, match="no metrics in .*train first"):
+    with pytest.raises(CourseError, match="no metrics in .*train first"):
         plot_losses(tmp_path / "metrics.jsonl", tmp_path / "loss.png", title="x")
 
 
@@ -157,14 +158,14 @@ def test_check_finite_passes_normal_losses(tmp_path):
 def test_check_finite_stops_with_the_last_good_checkpoint(tmp_path, loss):
     last = tmp_path / "gpt_iter500_loss3.0000.pt"
     with pytest.raises(
-        SystemExit, match="at step 512.*kept: .*gpt_iter500_loss3.0000.pt.*lower the learning rate"
+        CourseError, match="at step 512.*kept: .*gpt_iter500_loss3.0000.pt.*lower the learning rate"
     ) as e:
         check_finite(loss, step=512, last_checkpoint=last)
     assert "\n" not in str(e.value)
 
 
 def test_check_finite_before_any_checkpoint():
-    with pytest.raises(SystemExit, match="step 3.*no checkpoint was saved yet.*lower the learning rate"):
+    with pytest.raises(CourseError, match="step 3.*no checkpoint was saved yet.*lower the learning rate"):
         check_finite(float("nan"), step=3, last_checkpoint=None)
 
 
@@ -187,8 +188,8 @@ def test_run_training_runs_the_script_as_a_program_and_returns_its_summary(tmp_p
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     summary = run_training("fake_train", ["--LR=0.1"], tmp_path / "run")
     assert summary == {"val_loss": 1.5, "argv": ["--LR=0.1", f"--OUT_DIR={tmp_path / 'run'}"]}
-    with pytest.raises(SystemExit, match="fake_train stopped .*--FAIL=true") as exit_info:
+    with pytest.raises(CourseError, match="fake_train stopped .*--FAIL=true") as exit_info:
         run_training("fake_train", ["--FAIL=true"], tmp_path / "run")
-    assert "\n" not in str(exit_info.value.code)
-    with pytest.raises(SystemExit, match="fake_train stopped before its end and wrote no .*summary.json"):
+    assert "\n" not in str(exit_info.value)
+    with pytest.raises(CourseError, match="fake_train stopped before its end and wrote no .*summary.json"):
         run_training("fake_train", ["--STOP=true"], tmp_path / "stopped")

@@ -2,6 +2,7 @@
 
 import pytest
 
+from common.errors import CourseError
 from common.parsers import (
     gutenberg_chapters,
     tinyshakespeare_speeches,
@@ -116,7 +117,7 @@ def test_gutenberg_heading_variants(tmp_path):
 def test_gutenberg_without_markers_is_refused(tmp_path):
     book = tmp_path / "pg3.txt"
     book.write_text("CHAPTER I.\n\nSome text.\n", encoding="utf-8")
-    with pytest.raises(SystemExit, match="is not a Project Gutenberg text"):
+    with pytest.raises(CourseError, match="is not a Project Gutenberg text"):
         list(gutenberg_chapters(book))
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from common import reference
 from common.config import REPO_ROOT, load_config, settings
+from common.errors import CourseError
 
 CHAPTERS = ("project1_gpt", "project2_gpt2", "project3_contextual_embeddings", "project4_scaling")
 
@@ -100,7 +101,7 @@ def test_a_changed_setting_has_no_reference(chapter):
                     "MAX_ITERS, SEED")
     many = ["--MAX_ITERS=10", "--SEED=1", "--N_LAYER=1", "--BETAS=0.9,0.99", "--DROPOUT=0"]
     assert finish(chapter, many).endswith("which changed BETAS, DROPOUT, MAX_ITERS, N_LAYER and 1 more")
-    with pytest.raises(SystemExit, match="a reference is a default run"):
+    with pytest.raises(CourseError, match="a reference is a default run"):
         reference.record(chapter)
 
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from common.errors import CourseError
 from common.tokenizers import CharTokenizer
 from common.tokens import Batches, DocumentSplit, SplitWriter, load_tokens, read_meta, write_token_files
 
@@ -125,12 +126,12 @@ def test_one_document_splits_by_tokens(tmp_path):
 
 
 def test_too_little_text_is_one_line(tmp_path):
-    with pytest.raises(SystemExit, match="too few to train on"):
+    with pytest.raises(CourseError, match="too few to train on"):
         write_token_files(["a"], char_tokenizer(["a"]), tmp_path, separator_id=None)
 
 
 def test_val_fraction_must_be_a_fraction(tmp_path):
-    with pytest.raises(SystemExit, match="VAL_FRACTION=0 must be between 0 and 1"):
+    with pytest.raises(CourseError, match="VAL_FRACTION=0 must be between 0 and 1"):
         write_token_files(["abc"], char_tokenizer(["abc"]), tmp_path, val_fraction=0, separator_id=None)
 
 
@@ -169,13 +170,13 @@ def test_interrupted_run_keeps_the_previous_files(tmp_path):
 
 
 def test_missing_or_incomplete_files_are_one_line(tmp_path):
-    with pytest.raises(SystemExit, match="meta.json is missing.*run download_data.py"):
+    with pytest.raises(CourseError, match="meta.json is missing.*run download_data.py"):
         read_meta(tmp_path)
     docs = make_documents(30)
     write_token_files(docs, char_tokenizer(docs), tmp_path, separator_id=EOT)
     with open(tmp_path / "train.bin", "r+b") as f:
         f.truncate(10)
-    with pytest.raises(SystemExit, match="train.bin is missing or incomplete"):
+    with pytest.raises(CourseError, match="train.bin is missing or incomplete"):
         load_tokens(tmp_path, "train")
 
 
@@ -229,7 +230,7 @@ def test_batches_reach_every_window():
 def test_exactly_one_window_is_enough():
     x, y = Batches(np.arange(9, dtype=np.uint16), 8, 2, torch.device("cpu"), seed=0).next()
     assert x[:, 0].tolist() == [0, 0]
-    with pytest.raises(SystemExit, match="fewer than BLOCK_SIZE \\+ 1 = 9"):
+    with pytest.raises(CourseError, match="fewer than BLOCK_SIZE \\+ 1 = 9"):
         Batches(np.arange(8, dtype=np.uint16), 8, 2, torch.device("cpu"), seed=0)
 
 
@@ -243,7 +244,7 @@ def test_processes_of_a_data_parallel_run_read_disjoint_parts_of_one_batch():
         assert all(share[0].shape == (2, 16) for share in shares)
         assert torch.equal(torch.cat([share[0] for share in shares]), x)
         assert torch.equal(torch.cat([share[1] for share in shares]), y)
-    with pytest.raises(SystemExit, match="does not split evenly over 3 processes"):
+    with pytest.raises(CourseError, match="does not split evenly over 3 processes"):
         Batches(tokens, 16, 8, torch.device("cpu"), seed=3, rank=0, world_size=3)
 
 

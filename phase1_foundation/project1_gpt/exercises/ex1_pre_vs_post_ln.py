@@ -19,6 +19,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from common.errors import run_main
 from common.exercises import print_measured
 from common.metrics import read_metrics
 from phase1_foundation.project1_gpt.exercises import parse_args, run_train
@@ -82,4 +83,4 @@ one. This exercise does not vary the warmup: the chapter's own 4-layer run train
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from common import checkpoint as ckpt
 from common.device import seed_everything
+from common.errors import run_main
 from common.exercises import print_measured
 from common.metrics import read_metrics
 from common.tokens import Batches, load_tokens
@@ -109,4 +110,4 @@ mask always gave it exactly what generation gives it.
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from common.config import in_repo
+from common.errors import run_main
 from common.exercises import print_measured
 from common.tokens import load_tokens
 from phase1_foundation.project1_gpt.download_data import END_OF_TEXT
@@ -80,4 +81,4 @@ beat.
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

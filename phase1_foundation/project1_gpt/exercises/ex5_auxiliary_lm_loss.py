@@ -14,6 +14,7 @@ Predict before you run it: which lambda will give the higher held-out accuracy, 
 larger than the spread between seeds?
 """
 
+from common.errors import run_main
 from common.exercises import print_measured
 from phase1_foundation.project1_gpt import finetune
 from phase1_foundation.project1_gpt.exercises import parse_args, pretrained_checkpoint
@@ -54,4 +55,4 @@ text like any other; whether that is why it does not help here was not measured.
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from common.errors import CourseError
 from common.tokens import read_meta
 from phase1_foundation.project1_gpt import download_data
 from phase1_foundation.project1_gpt.download_data import (
@@ -71,9 +72,9 @@ def test_a_sentence_too_short_or_of_one_inner_word_repeated_is_not_shuffled():
 
 
 def test_the_shuffle_task_has_two_candidates_and_an_unknown_task_is_one_line():
-    with pytest.raises(SystemExit, match="--FT_CHOICES=2"):
+    with pytest.raises(CourseError, match="--FT_CHOICES=2"):
         build_questions(sentences(4, 10), 5, 1, 3, seed=0, task="shuffle")
-    with pytest.raises(SystemExit, match="--FT_TASK=shuffle"):
+    with pytest.raises(CourseError, match="--FT_TASK=shuffle"):
         build_questions(sentences(4, 10), 5, 1, 2, seed=0, task="cola")
 
 
@@ -89,9 +90,9 @@ def test_questions_are_repeatable_and_capped(task):
 
 
 def test_too_little_text_is_one_line():
-    with pytest.raises(SystemExit, match="too few documents or sentences"):
+    with pytest.raises(CourseError, match="too few documents or sentences"):
         build_questions(documents(1, 20), 5, 3, 2, seed=0, task="ending")
-    with pytest.raises(SystemExit, match="too few documents or sentences"):
+    with pytest.raises(CourseError, match="too few documents or sentences"):
         build_questions(documents(4, 3), 5, 3, 2, seed=0, task="ending")  # no document has 3 + 1 sentences
 
 

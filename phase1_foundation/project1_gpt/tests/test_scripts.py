@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from common.baselines import bigram_log_probs, unigram_cross_entropy
 from common.config import settings
+from common.errors import CourseError
 from common.tokens import read_meta
 from phase1_foundation.project1_gpt import config, download_data, finetune, sample, sweep, train
 from phase1_foundation.project1_gpt.model import GPT, GPTConfig
@@ -76,7 +77,7 @@ def test_ctrl_c_then_resume_continues_the_same_run_bit_for_bit(tiny, tmp_path, m
 
 def test_resume_refuses_a_different_model(tiny, tmp_path):
     train.main([*tiny, f"--OUT_DIR={tmp_path}", "--MAX_ITERS=10"])
-    with pytest.raises(SystemExit, match="N_LAYER|n_layer"):
+    with pytest.raises(CourseError, match="N_LAYER|n_layer"):
         train.main([*tiny, f"--OUT_DIR={tmp_path}", "--RESUME=latest", "--N_LAYER=3"])
 
 
@@ -99,9 +100,9 @@ def test_finetune_draws_accuracy_against_labelled_questions_over_seeds(tiny, tmp
     assert [(r["labels"], r["seed"]) for r in results["runs"]] == [(4, 1), (4, 2), (16, 1), (16, 2)]
     assert results["scratch"] == sum(r["accuracy"] for r in results["runs"][2:]) / 2  # all labels, mean
     assert (tmp_path / "finetune_labels.png").stat().st_size > 0
-    with pytest.raises(SystemExit, match="--FT_LABELS=100,16"):
+    with pytest.raises(CourseError, match="--FT_LABELS=100,16"):
         finetune.main([*tiny, f"--OUT_DIR={tmp_path}", "--FT_LABELS=17"])
-    with pytest.raises(SystemExit, match="--FT_FROM takes pretrained, scratch or both"):
+    with pytest.raises(CourseError, match="--FT_FROM takes pretrained, scratch or both"):
         finetune.main([*tiny, f"--OUT_DIR={tmp_path}", "--FT_FROM=pre-trained"])
 
 
@@ -133,5 +134,5 @@ def test_sweep_gives_each_candidate_the_same_time_and_reports_its_gap_below_the_
     assert "+0.320   +0.310  +0.330" in capsys.readouterr().out  # the mean gap, then each seed's
     (tmp_path / "narrow-lr2e-3-seed1" / "summary.json").parent.mkdir(parents=True)
     (tmp_path / "narrow-lr2e-3-seed1" / "summary.json").write_text(json.dumps({"steps": 2399}))
-    with pytest.raises(SystemExit, match="holds a run of 2399 steps"):  # timed again since: not reported
+    with pytest.raises(CourseError, match="holds a run of 2399 steps"):  # timed again since: not reported
         sweep.main(["--SEEDS=1", "narrow-lr2e-3"])

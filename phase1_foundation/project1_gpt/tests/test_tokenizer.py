@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from common.errors import CourseError
 from common.tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
 from phase1_foundation.project1_gpt.tokenizer import GPT1BPETokenizer, load_tokenizer
 
@@ -103,5 +104,5 @@ def test_load_tokenizer_reads_our_trained_tokenizers_too(tmp_path):
 def test_load_tokenizer_needs_both_of_gpt1s_files(tmp_path):
     write_gpt1_folder(tmp_path)
     (tmp_path / "merges.txt").unlink()
-    with pytest.raises(SystemExit, match="no tokenizer in"):
+    with pytest.raises(CourseError, match="no tokenizer in"):
         load_tokenizer(tmp_path)

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from common.baselines import unigram_cross_entropy
 from common.config import load_config
 from common.device import seed_everything
+from common.errors import run_main
 from common.exercises import print_measured
 from common.optim import adamw, set_lr, warmup_cosine
 from common.tokens import Batches, load_tokens
@@ -224,4 +225,4 @@ about the arithmetic changes.
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

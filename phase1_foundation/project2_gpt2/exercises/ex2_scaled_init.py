@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from common.config import load_config
 from common.device import seed_everything
+from common.errors import run_main
 from common.exercises import print_measured
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.config import GPT2_VOCAB
@@ -132,4 +133,4 @@ weights by 1/sqrt(N) scales each addition's variance by 1/N, so the N of them ad
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -39,6 +39,7 @@ from matplotlib.ticker import NullLocator
 
 from common.config import load_config
 from common.device import seed_everything, synchronize
+from common.errors import CourseError, run_main
 from common.exercises import print_measured
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.config import GPT2_VOCAB
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
             outputs[use_cache], seconds = timed_generate(model, prompt, length - 1, use_cache)
             speeds[use_cache].append((length - 1) / seconds)
         if not torch.equal(outputs[True], outputs[False]):
-            raise SystemExit(f"error: at length {length} the cached and uncached greedy outputs differ")
+            raise CourseError(f"error: at length {length} the cached and uncached greedy outputs differ")
         print(f"{length:>12}{speeds[False][-1]:>18,.0f}{speeds[True][-1]:>16,.0f}"
               f"{speeds[True][-1] / speeds[False][-1]:>9.1f}x")
     png = out_dir / "kv_cache_speed.png"
@@ -125,4 +126,4 @@ exercise has not been run on one.
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -33,6 +33,7 @@ from torch.nn import functional as F
 from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import seed_everything
+from common.errors import CourseError, run_main
 from common.exercises import print_measured
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.exercises import find_or_train, parse_args
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex4_top_k_vs_top_p")
     cfg = load_config(config, settings)
     if cfg.TEMPERATURE <= 0:
-        raise SystemExit("error: --TEMPERATURE must be above 0 here: at 0 (greedy) neither filter is used")
+        raise CourseError("error: --TEMPERATURE must be above 0 here: at 0 (greedy) neither filter is used")
     top_k, top_p = cfg.TOP_K or DEFAULT_TOP_K, cfg.TOP_P
     filters = {"top_k": {"top_k": top_k}, "top_p": {"top_p": top_p}}  # generate()'s arguments for each
     model, state = GPT.from_checkpoint(find_or_train(cfg, settings, out_dir), device=cfg.DEVICE)
@@ -150,4 +151,4 @@ here.
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from common.config import load_config
 from common.corpora import choose_corpus, prepare_corpus
+from common.errors import CourseError, run_main
 from common.exercises import print_measured
 from common.tokenizers import SentencePieceTokenizer
 from phase1_foundation.project2_gpt2 import config
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> dict:
     corpus = prepare_corpus(choose_corpus(cfg, larger=LARGER_CORPUS), Path(cfg.DATA_DIR), cfg.TEXT_FILE)
     documents = list(training_text(corpus))  # what the chapter's tokenizer learns from
     if len(documents) < 2:
-        raise SystemExit(f"error: {corpus.name} has one document; this exercise keeps the last one for "
+        raise CourseError(f"error: {corpus.name} has one document; this exercise keeps the last one for "
                          "testing and trains on the rest, so it needs at least two")
     vocab_size = cfg.VOCAB_SIZE or auto_vocab_size(corpus.characters)
     print(f"training three tokenizers of {vocab_size:,} tokens on {len(documents) - 1} documents of "
@@ -152,4 +153,4 @@ bytes and nothing per character, which is why GPT-2's vocabulary (§2.2) starts 
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

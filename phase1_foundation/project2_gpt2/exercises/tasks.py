@@ -456,7 +456,7 @@ TASKS = [
              "as often as it occurs). Ties go to the pair whose symbol strings sort first (a space is 'Ġ',\n"
              "U+0120, after the letters); a pair whose merged token already exists is passed over; stop\n"
              "early when no pair is left (say so). Return cls(encoder, merges): the 256 byte tokens, then\n"
-             "merge k as id 256 + k, then <|endoftext|>. Refuse vocab_size < 257 with SystemExit, its\n"
+             "merge k as id 256 + k, then <|endoftext|>. Refuse vocab_size < 257 with CourseError, its\n"
              "message saying \"at least 257\".",
         hints=(
             "Count the pre-tokens first (a Counter of strings): the corpus becomes a table of distinct words "

@@ -20,7 +20,7 @@ def append(self, k, v):
 @classmethod
 def train(cls, texts, vocab_size):
     if vocab_size < 257:
-        raise SystemExit(f"error: --VOCAB_SIZE={vocab_size}: the bytes and {END_OF_TEXT} need at least 257")
+        raise CourseError(f"error: --VOCAB_SIZE={vocab_size}: the bytes and {END_OF_TEXT} need at least 257")
     words = Counter()
     for text in texts:
         for piece in PRETOKENIZE.findall(text):

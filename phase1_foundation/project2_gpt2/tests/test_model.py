@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import save_file
 
 from common.checkpoint import save_checkpoint
+from common.errors import CourseError
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.generate import KVCache, filter_logits, generate, new_cache
 from phase1_foundation.project2_gpt2.hf_weights import from_hf, to_hf
@@ -176,9 +177,9 @@ def bad_folders(tmp_path):
 
 def test_from_hf_bad_folders_exit_with_one_line(tmp_path):
     for case, folder, message in bad_folders(tmp_path):
-        with pytest.raises(SystemExit, match=message) as exit_info:
+        with pytest.raises(CourseError, match=message) as exit_info:
             from_hf(folder)
-        text = str(exit_info.value.code)
+        text = str(exit_info.value)
         assert text.startswith("error: ") and "\n" not in text, case
 
 
@@ -472,5 +473,5 @@ def test_from_checkpoint_rebuilds_the_saved_model_and_refuses_another_chapters(t
     assert loaded.config == model.config and not loaded.training and checkpoint["step"] == 3
     torch.testing.assert_close(loaded.state_dict(), model.state_dict(), atol=0, rtol=0)
     save_checkpoint(tmp_path / "other.pt", {"kind": "project1/gpt", **state})
-    with pytest.raises(SystemExit, match="written by project1/gpt, not project2/gpt2"):
+    with pytest.raises(CourseError, match="written by project1/gpt, not project2/gpt2"):
         GPT.from_checkpoint(tmp_path / "other.pt")

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from common.config import REPO_ROOT
+from common.errors import CourseError
 from common.tokens import read_meta
 from phase1_foundation.project2_gpt2 import download_data, parallel, sample, train
 from phase1_foundation.project2_gpt2.tokenizer import load_tokenizer
@@ -40,7 +41,7 @@ def test_the_vocabulary_is_sized_to_the_corpus():
 
 
 def test_too_small_a_vocabulary_is_one_clear_line(tiny):
-    with pytest.raises(SystemExit, match="at least 257"):
+    with pytest.raises(CourseError, match="at least 257"):
         download_data.main([*tiny, "--VOCAB_SIZE=200"])
 
 
@@ -73,7 +74,7 @@ def test_ctrl_c_then_resume_continues_the_same_run_bit_for_bit(tiny, tmp_path, m
 
 def test_resume_refuses_a_different_model(tiny, tmp_path):
     train.main([*tiny, f"--OUT_DIR={tmp_path}", "--MAX_ITERS=10"])
-    with pytest.raises(SystemExit, match="N_LAYER|n_layer"):
+    with pytest.raises(CourseError, match="N_LAYER|n_layer"):
         train.main([*tiny, f"--OUT_DIR={tmp_path}", "--RESUME=latest", "--N_LAYER=3"])
 
 
@@ -126,14 +127,14 @@ def test_sample_stops_at_a_stop_string(tiny, tmp_path):
 ])
 def test_sample_mistakes_end_in_one_line(tiny, tmp_path, setting, message):
     train.main([*tiny, f"--OUT_DIR={tmp_path}", "--MAX_ITERS=10"])
-    with pytest.raises(SystemExit, match=message) as error:
+    with pytest.raises(CourseError, match=message) as error:
         sample.main([*tiny, f"--OUT_DIR={tmp_path}", setting])
     assert "\n" not in str(error.value)
 
 
 def test_sample_refuses_a_folder_of_another_architecture(tiny, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    with pytest.raises(SystemExit, match="bert"):
+    with pytest.raises(CourseError, match="bert"):
         sample.main([*tiny, f"--HF_DIR={tmp_path}"])
 
 

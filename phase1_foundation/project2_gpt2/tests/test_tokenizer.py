@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from common.config import REPO_ROOT
+from common.errors import CourseError
 from common.tokenizers import Tokenizer
 from phase1_foundation.project2_gpt2 import tokenizer as tokenizer_module
 from phase1_foundation.project2_gpt2.tokenizer import (
@@ -245,7 +246,7 @@ def test_merges_never_cross_pre_tokens(capsys):
 
 
 def test_train_refuses_a_vocabulary_without_room_for_the_bytes():
-    with pytest.raises(SystemExit, match="at least 257"):
+    with pytest.raises(CourseError, match="at least 257"):
         ByteBPETokenizer.train(["abc"], 256)
 
 
@@ -309,7 +310,7 @@ def test_gpt2_files_downloads_the_pinned_files_once(server, released, tmp_path):
 
 def test_gpt2_files_refuses_a_wrong_file(server, tmp_path):
     server.files = {"/files/encoder.json": b'{"not": "the vocabulary"}'}
-    with pytest.raises(SystemExit, match="expected 1,042,301") as failure:
+    with pytest.raises(CourseError, match="expected 1,042,301") as failure:
         gpt2_files(tmp_path)
     assert "--TOKENIZER=bpe" in str(failure.value) and "\n" not in str(failure.value)
     assert "--CORPUS" not in str(failure.value)  # the corpus is not what is missing
@@ -335,6 +336,6 @@ def test_load_tokenizer_reads_the_released_file_names(gpt2, released):
 def test_load_tokenizer_fails_with_one_line(tmp_path, files, message):
     for name, text in files.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
-    with pytest.raises(SystemExit, match=message) as failure:
+    with pytest.raises(CourseError, match=message) as failure:
         load_tokenizer(tmp_path)
     assert str(failure.value).startswith("error: ") and "\n" not in str(failure.value)

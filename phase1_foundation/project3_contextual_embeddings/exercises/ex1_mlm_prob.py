@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from common.errors import run_main
 from common.exercises import print_measured
 from common.metrics import read_metrics
 from phase1_foundation.project3_contextual_embeddings.exercises import evaluate_run, parse_args, run_train
@@ -98,4 +99,4 @@ Modeling?") found 40% better than 15% for BERT-large.
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -31,6 +31,7 @@ import math
 import torch
 
 from common.config import load_config
+from common.errors import run_main
 from common.exercises import print_measured
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import MASK_ID, SEP_ID, SPECIAL_TOKENS
@@ -121,4 +122,4 @@ Generation needs the causal mask, or a separate decoder (T5, BART).
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -21,6 +21,7 @@ Predict before you run it: will the two runs' accuracy at [MASK] differ by more 
 evaluation, and if so, which will be ahead? Will the NSP run's NSP accuracy end clearly above chance?
 """
 
+from common.errors import run_main
 from common.exercises import print_measured
 from common.metrics import read_metrics
 from phase1_foundation.project3_contextual_embeddings.exercises import (
@@ -80,4 +81,4 @@ half of the claim (fine-tuned accuracy matched or improved without NSP); this is
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

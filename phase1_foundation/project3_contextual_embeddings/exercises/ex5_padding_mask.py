@@ -23,6 +23,7 @@ with the amount of padding?
 import torch
 
 from common.config import load_config
+from common.errors import CourseError, run_main
 from common.exercises import print_measured
 from common.tokenizers import Tokenizer
 from phase1_foundation.project3_contextual_embeddings import config
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> dict:
     ids = encode_text(tokenizer, cfg.TEXT)  # [CLS] text [SEP]
     pads = [p for p in PADS if len(ids) + p <= model.config.block_size]
     if not pads:
-        raise SystemExit(f"error: --TEXT fills all {model.config.block_size} positions; use a shorter one")
+        raise CourseError(f"error: --TEXT fills all {model.config.block_size} positions; use a shorter one")
     blank = ids.index(MASK_ID) if MASK_ID in ids else 1  # the first [MASK], else the first token
 
     reference = padded_logits(model, ids, 0, use_mask=True)  # (T, V): the sentence alone
@@ -102,4 +103,4 @@ about a sentence would depend on the longest sentence it happened to be batched 
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

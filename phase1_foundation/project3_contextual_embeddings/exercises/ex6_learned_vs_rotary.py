@@ -27,6 +27,7 @@ either end below the bigram model, which predicts the blank from its two neighbo
 does either run's attention on the neighbouring tokens leave the even spread, and when, beside its loss?
 """
 
+from common.errors import run_main
 from common.exercises import print_measured
 from common.metrics import read_metrics
 from phase1_foundation.project3_contextual_embeddings.exercises import parse_args, run_train
@@ -148,4 +149,4 @@ more than a learned one (sweep.py --TIME_ONLY).
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -19,6 +19,7 @@ chance?
 """
 
 from common.config import load_config
+from common.errors import run_main
 from common.exercises import print_measured
 from phase1_foundation.project3_contextual_embeddings import config, finetune
 from phase1_foundation.project3_contextual_embeddings.exercises import find_or_train, parse_args
@@ -51,4 +52,4 @@ F1 of fine-tuning.
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

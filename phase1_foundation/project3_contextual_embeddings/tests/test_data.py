@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from common.corpora import open_corpus
+from common.errors import CourseError
 from common.sentences import document_sentences
 from common.tokens import read_meta
 from phase1_foundation.project3_contextual_embeddings import download_data, pretraining_data
@@ -82,7 +83,7 @@ def test_load_split_refuses_incomplete_files(tiny, tmp_path):
     shutil.copytree(download_data.main(tiny), copy)
     (copy / "val_documents.npy").unlink()
     load_split(copy, "train")  # the other split is still fine
-    with pytest.raises(SystemExit, match="val files in .* are missing or incomplete"):
+    with pytest.raises(CourseError, match="val files in .* are missing or incomplete"):
         load_split(copy, "val")
 
 
@@ -94,7 +95,7 @@ class StubTokenizer:
 
 
 def test_a_corpus_that_leaves_a_split_empty_is_one_line(tmp_path):
-    with pytest.raises(SystemExit, match="1 document.* 1 train and 0 val"):
+    with pytest.raises(CourseError, match="1 document.* 1 train and 0 val"):
         download_data.write_sentence_files(["One. Two. Three."], StubTokenizer(), tmp_path, val_fraction=0.1)
     assert not list(tmp_path.iterdir())  # no half-written files
 
@@ -272,7 +273,7 @@ def test_validation_pairs_are_never_short():
                           MASK_TOKEN_SHARE=0.8, RANDOM_TOKEN_SHARE=0.1)
     assert pretraining_data.pair_batches(split, cfg, 5000, CPU, seed=0).short_seq_prob == 0.0
     assert pretraining_data.pair_batches(split, cfg, 5000, CPU, seed=0, training=True).short_seq_prob == 0.5
-    with pytest.raises(SystemExit, match="SHORT_SEQ_PROB"):
+    with pytest.raises(CourseError, match="SHORT_SEQ_PROB"):
         pair_batches(split, block_size=32, short_seq_prob=1.5)
 
 
@@ -287,10 +288,10 @@ def test_without_nsp_every_pair_is_contiguous_text():
 def test_too_few_documents_is_one_line():
     tokens, sentences, _ = synthetic_split()
     one_document = (tokens, sentences, np.array([0, len(sentences) - 1]))
-    with pytest.raises(SystemExit, match="1 document.*need 2 documents"):
+    with pytest.raises(CourseError, match="1 document.*need 2 documents"):
         pair_batches(one_document, block_size=32)
     pair_batches(one_document, block_size=32, use_nsp=False).next()  # contiguous text needs only one
-    with pytest.raises(SystemExit, match="BLOCK_SIZE=4"):
+    with pytest.raises(CourseError, match="BLOCK_SIZE=4"):
         pair_batches(synthetic_split(), block_size=4)
 
 

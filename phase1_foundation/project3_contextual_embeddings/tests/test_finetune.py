@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import torch
 
+from common.errors import CourseError
 from phase1_foundation.project3_contextual_embeddings import finetune, finetune_data, train
 from phase1_foundation.project3_contextual_embeddings.finetune import BertClassifier, pair_input
 from phase1_foundation.project3_contextual_embeddings.finetune_data import Example, Pinned
@@ -126,7 +127,7 @@ def test_the_bootstrap_resamples_every_rule_alike():
     ("--FT_DEV_FRACTION=1", "between 0 and 1"), ("--FT_SEEDS=", "at least"),
 ])
 def test_a_setting_that_cannot_work_is_one_line(setting, message):
-    with pytest.raises(SystemExit, match=message):
+    with pytest.raises(CourseError, match=message):
         finetune.main([setting])
 
 
@@ -173,10 +174,10 @@ def test_ctrl_c_keeps_the_finished_runs_and_resume_ends_as_one_run(trained, tmp_
     assert 0 < len(saved["runs"]) < 8
     monkeypatch.undo()
     assert finetune.main([*trained, *QUICK, "--RESUME=latest"]) == whole
-    with pytest.raises(SystemExit, match="other settings .*FT_EPOCHS"):
+    with pytest.raises(CourseError, match="other settings .*FT_EPOCHS"):
         finetune.main([*trained, *QUICK, "--RESUME=latest", "--FT_EPOCHS=2"])
     (trained_dir(trained) / "finetune_polarity.json").write_text("[1, 2]")
-    with pytest.raises(SystemExit, match="not a file finetune.py wrote"):
+    with pytest.raises(CourseError, match="not a file finetune.py wrote"):
         finetune.main([*trained, *QUICK, "--RESUME=latest"])
 
 
@@ -208,7 +209,7 @@ def test_fine_tuning_learns_a_label_that_one_word_gives_away(trained, tmp_path):
 def test_a_malformed_task_file_is_one_line_naming_the_row(tmp_path, text, message):
     path = tmp_path / "task.tsv"
     path.write_text(text, encoding="utf-8")
-    with pytest.raises(SystemExit, match=message):
+    with pytest.raises(CourseError, match=message):
         finetune_data.read_task_file(path, folds=5)
 
 
@@ -281,7 +282,7 @@ def test_a_download_that_does_not_match_its_pin_leaves_nothing(server, tmp_path,
     pin = pinned(base + "/SST-2.zip", body)
     monkeypatch.setattr(finetune_data, "SST2_ZIP", pin._replace(**{wrong: pin.size + 1 if wrong == "size"
                                                                      else "0" * 64}))
-    with pytest.raises(SystemExit, match="error:"):
+    with pytest.raises(CourseError, match="error:"):
         finetune_data.load_task("sst2", None, tmp_path, folds=5)
     assert list(tmp_path.rglob("*")) == []
 
@@ -319,7 +320,7 @@ def test_a_transformers_bert_model_folder_is_fine_tuned(trained, tmp_path):
                                atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(ours.pooler(ours.hidden_states(ids, segments)[:, 0]), expected.pooler_output,
                                atol=1e-5, rtol=1e-5)
-    with pytest.raises(SystemExit, match="cls.predictions"):
+    with pytest.raises(CourseError, match="cls.predictions"):
         BERT.from_hf(tmp_path)  # pre-training's heads are needed for MLM and NSP
     results = finetune.main([*trained, *QUICK, f"--HF_DIR={tmp_path}", "--FT_SEEDS=1"])
     assert "pretrained" in results and "scratch" in results

@@ -12,6 +12,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from common.checkpoint import save_checkpoint
+from common.errors import CourseError
 from phase1_foundation.project3_contextual_embeddings.model import (
     BERT,
     KIND,
@@ -182,9 +183,9 @@ def test_rotary_bert_has_no_position_table_and_counts_the_rest():
 
 
 def test_unknown_positions_or_an_odd_head_size_are_one_line():
-    with pytest.raises(SystemExit, match="unknown positions 'sinusoidal'; choose learned or rotary"):
+    with pytest.raises(CourseError, match="unknown positions 'sinusoidal'; choose learned or rotary"):
         make(positions="sinusoidal")
-    with pytest.raises(SystemExit, match="head size \\(9\\) must be even"):
+    with pytest.raises(CourseError, match="head size \\(9\\) must be even"):
         BertConfig(vocab_size=10, n_embd=36, n_head=4, positions="rotary")
 
 
@@ -265,9 +266,9 @@ def bad_folders(tmp_path):
 
 def test_from_hf_bad_folders_exit_with_one_line(tmp_path):
     for case, folder, message in bad_folders(tmp_path):
-        with pytest.raises(SystemExit, match=message) as exit_info:
+        with pytest.raises(CourseError, match=message) as exit_info:
             BERT.from_hf(folder)
-        text = str(exit_info.value.code)
+        text = str(exit_info.value)
         assert text.startswith("error: ") and "\n" not in text, case
 
 
@@ -322,7 +323,7 @@ def test_initialisation_gives_uniform_predictions():
 
 
 def test_bad_head_count_is_one_line():
-    with pytest.raises(SystemExit, match="n_embd \\(32\\) is not divisible by n_head \\(5\\)"):
+    with pytest.raises(CourseError, match="n_embd \\(32\\) is not divisible by n_head \\(5\\)"):
         BertConfig(vocab_size=10, n_embd=32, n_head=5)
 
 
@@ -422,5 +423,5 @@ def test_from_checkpoint_rebuilds_the_saved_model_and_refuses_another_chapters(t
     assert loaded.config == model.config and not loaded.training and checkpoint["step"] == 3
     torch.testing.assert_close(loaded.state_dict(), model.state_dict(), atol=0, rtol=0)
     save_checkpoint(tmp_path / "other.pt", {"kind": "project1/gpt", **state})
-    with pytest.raises(SystemExit, match="written by project1/gpt, not project3/bert"):
+    with pytest.raises(CourseError, match="written by project1/gpt, not project3/bert"):
         BERT.from_checkpoint(tmp_path / "other.pt")

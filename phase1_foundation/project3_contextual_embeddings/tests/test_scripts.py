@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from common.config import settings
+from common.errors import CourseError
 from phase1_foundation.project3_contextual_embeddings import baselines, config, embed, sweep, train
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -66,7 +67,7 @@ def test_ctrl_c_then_resume_continues_the_same_run_bit_for_bit(tiny, tmp_path, m
 
 def test_resume_refuses_a_different_model(tiny, tmp_path):
     train.main([*tiny, f"--OUT_DIR={tmp_path}", "--MAX_ITERS=10"])
-    with pytest.raises(SystemExit, match="--N_LAYER=2"):
+    with pytest.raises(CourseError, match="--N_LAYER=2"):
         train.main([*tiny, f"--OUT_DIR={tmp_path}", "--RESUME=latest", "--N_LAYER=3"])
 
 
@@ -97,7 +98,7 @@ def test_embed_fills_blanks_and_compares_contexts(tiny, tmp_path):
 
 def test_embed_needs_a_mask(tiny, tmp_path):
     train.main([*tiny, f"--OUT_DIR={tmp_path}", "--MAX_ITERS=2"])
-    with pytest.raises(SystemExit, match=r"needs at least one \[MASK\]"):
+    with pytest.raises(CourseError, match=r"needs at least one \[MASK\]"):
         embed.main([*tiny, f"--OUT_DIR={tmp_path}", "--TEXT=no blank here"])
 
 
@@ -157,7 +158,7 @@ def test_sweep_gives_each_candidate_the_preset_time_and_reports_seeds(tmp_path, 
     assert "mean over seeds 1, 3" in out and "2.020 ( 2.010 ..  2.030)" in out  # 7 - (5 - seed / 100)
     # A run left by another budget (the machine timed again since) is not reported as this one's.
     (budget / "no-dropout-seed1" / "summary.json").write_text(json.dumps({"steps": 3999}))
-    with pytest.raises(SystemExit, match="holds a run of 3999 steps"):
+    with pytest.raises(CourseError, match="holds a run of 3999 steps"):
         sweep.main(["--MINUTES=preset", "--SEEDS=1", "no-dropout"])
 
 

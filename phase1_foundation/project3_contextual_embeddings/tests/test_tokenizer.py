@@ -2,6 +2,7 @@
 
 import pytest
 
+from common.errors import CourseError
 from common.tokenizers import SentencePieceTokenizer, Tokenizer
 from phase1_foundation.project3_contextual_embeddings.tokenizer import WordPieceTokenizer, load_tokenizer
 
@@ -83,9 +84,9 @@ def test_wordpiece_save_load_and_errors(tmp_path):
     assert (tmp_path / "a" / "vocab.txt").read_bytes() == (tmp_path / "b" / "vocab.txt").read_bytes()
     with pytest.raises(KeyError, match="not in the vocabulary"):
         tok.token_to_id("<|endoftext|>")
-    with pytest.raises(SystemExit, match="has no \\[UNK\\] token") as exit_info:
+    with pytest.raises(CourseError, match="has no \\[UNK\\] token") as exit_info:
         load_tokenizer(write_vocab_txt(tmp_path / "c", ["[PAD]", "the"]))
-    assert "\n" not in str(exit_info.value.code)
+    assert "\n" not in str(exit_info.value)
 
 
 # --- load_tokenizer -----------------------------------------------------------------------------------------
@@ -99,5 +100,5 @@ def test_load_tokenizer_reads_our_trained_tokenizer_too(tmp_path):
     loaded = load_tokenizer(tmp_path)
     assert isinstance(loaded, SentencePieceTokenizer) and isinstance(loaded, Tokenizer)
     assert loaded.encode("the capital of france") == spm.encode("the capital of france")
-    with pytest.raises(SystemExit, match="no tokenizer in"):
+    with pytest.raises(CourseError, match="no tokenizer in"):
         load_tokenizer(tmp_path / "empty")

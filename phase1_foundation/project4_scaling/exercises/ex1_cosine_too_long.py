@@ -33,6 +33,7 @@ import math
 
 import numpy as np
 
+from common.errors import CourseError, run_main
 from common.exercises import print_measured
 from phase1_foundation.project4_scaling import chinchilla
 from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, sweep
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex1_cosine_too_long")
     stretch = own["COSINE_STRETCH"]
     if stretch <= BASELINE:
-        raise SystemExit(f"error: --COSINE_STRETCH={stretch:g} is no longer than the run; pass a longer "
+        raise CourseError(f"error: --COSINE_STRETCH={stretch:g} is no longer than the run; pass a longer "
                          "cycle, like 1.25 or 2")
     stretches = (BASELINE, stretch)
     rows = {s: sweep([*SETTINGS, *settings, f"--COSINE_STRETCH={s}"], out_dir / f"stretch_{s:g}")
@@ -128,4 +129,4 @@ sweep's exponents can be trusted, not as a measurement of the schedule's bias.
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -24,6 +24,7 @@ the aspect ratio d_model / n_layer? And at this fixed budget, will doubling N lo
 """
 
 from common.config import load_config
+from common.errors import CourseError, run_main
 from common.exercises import print_measured
 from phase1_foundation.project4_scaling import config
 from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, sweep
@@ -40,21 +41,21 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex2_width_vs_depth")
     cfg = load_config(config, [*SETTINGS, *settings])
     if len(cfg.BUDGETS) != 1:
-        raise SystemExit(f"error: pass one budget (--BUDGETS=3e10), not {len(cfg.BUDGETS)}: the shapes are "
+        raise CourseError(f"error: pass one budget (--BUDGETS=3e10), not {len(cfg.BUDGETS)}: the shapes are "
                          "compared at one")
     shapes = [parse_shape(text, cfg.HEAD_SIZE) for text in cfg.SHAPES]
     double = parse_shape(own["DOUBLE"], cfg.HEAD_SIZE)
     params = {shape: non_embedding_parameters(*shape) for shape in [*shapes, double]}
     same = [params[shape] for shape in shapes]
     if len(shapes) < 2 or max(same) > SAME_N * min(same):
-        raise SystemExit(f"error: --SHAPES must be two or more shapes within {SAME_N - 1:.0%} of each other "
+        raise CourseError(f"error: --SHAPES must be two or more shapes within {SAME_N - 1:.0%} of each other "
                          f"in N; these have N = {', '.join(f'{n:,}' for n in same)}")
     everything = ",".join(f"{layers}x{width}" for layers, width in [*shapes, double])
     rows = sweep([*SETTINGS, *settings, f"--SHAPES={everything}"], out_dir)
     trained = {(row["n_layer"], row["d_model"]): row for row in rows}
     missing = [f"{layers}x{width}" for layers, width in params if (layers, width) not in trained]
     if missing:
-        raise SystemExit(f"error: train.py left out {', '.join(missing)} at this budget (too few steps or "
+        raise CourseError(f"error: train.py left out {', '.join(missing)} at this budget (too few steps or "
                          "too many tokens; see its output); choose another --BUDGETS or other shapes")
 
     losses = {shape: trained[shape]["val_loss"] for shape in shapes}
@@ -96,4 +97,4 @@ FLOPs took 10 s as 1x32 and 51 s as 15x8, whose 15 small layers run one after an
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

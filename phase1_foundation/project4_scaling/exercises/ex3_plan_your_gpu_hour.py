@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from common.config import load_config
+from common.errors import CourseError, run_main
 from common.exercises import print_measured
 from common.metrics import PEAK_TFLOPS
 from phase1_foundation.project4_scaling import chinchilla, config, planner
@@ -53,10 +54,10 @@ def main(argv: list[str] | None = None) -> dict:
     own, settings = own_settings(argv, OWN)
     cfg = load_config(config, [*SETTINGS, *settings])
     if own["PEAK_TFLOPS"] <= 0 and own["GPU"] not in PEAK_TFLOPS:
-        raise SystemExit(f"error: no peak listed for --GPU={own['GPU']}; choose one of "
+        raise CourseError(f"error: no peak listed for --GPU={own['GPU']}; choose one of "
                          f"{', '.join(PEAK_TFLOPS)}, or pass --PEAK_TFLOPS=<its dense bf16 peak>")
     if cfg.PLAN_MINUTES <= 0 or not 0 < own["MFU"] <= 1:
-        raise SystemExit("error: --PLAN_MINUTES must be above 0 and --MFU between 0 and 1")
+        raise CourseError("error: --PLAN_MINUTES must be above 0 and --MFU between 0 and 1")
     peak = 1e12 * (own["PEAK_TFLOPS"] if own["PEAK_TFLOPS"] > 0 else PEAK_TFLOPS[own["GPU"]])
     device = f"a {peak / 1e12:g} TFLOP/s device" if own["PEAK_TFLOPS"] > 0 else own["GPU"]
 
@@ -131,4 +132,4 @@ your own sweep to check them.
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

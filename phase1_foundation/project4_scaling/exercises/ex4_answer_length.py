@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from common.config import load_config
+from common.errors import CourseError, run_main
 from common.exercises import print_measured
 from phase1_foundation.project4_scaling import config
 from phase1_foundation.project4_scaling.exercises import own_settings
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         made_by="emergence.py")
     rows = [row for row in rows if row["variant"] == "plain"]
     if not rows:
-        raise SystemExit(f"error: {path} holds no plain-variant models; run emergence.py with "
+        raise CourseError(f"error: {path} holds no plain-variant models; run emergence.py with "
                          "--EM_VARIANTS=plain,scratchpad")
     found = thresholds(rows, own["THRESHOLD"])
     sizes = ", ".join(f"{size['params']:,} ({size['seeds']} seeds)" for size in by_size(rows))
@@ -124,4 +125,4 @@ disagree most where the last two digits are learned (exact match 0.012 to 0.982 
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

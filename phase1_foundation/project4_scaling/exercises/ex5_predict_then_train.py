@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from common.config import load_config
+from common.errors import run_main
 from common.exercises import print_measured
 from phase1_foundation.project4_scaling import config, laws, prediction
 from phase1_foundation.project4_scaling.exercises import sweep
@@ -62,4 +63,4 @@ three such budgets allows. A scaling law predicts only where its form holds; the
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

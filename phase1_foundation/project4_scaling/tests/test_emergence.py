@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from common.errors import CourseError
 from phase1_foundation.project4_scaling import addition, emergence
 from phase1_foundation.project4_scaling.addition import VOCAB, Addition, ProblemStream, decode, encode
 from phase1_foundation.project4_scaling.evaluate import EmergenceEvaluator, answer_scores, edit_distance
@@ -295,7 +296,7 @@ def test_ctrl_c_keeps_the_finished_models_and_a_rerun_trains_the_rest(tmp_path, 
     ("--EM_SEEDS=0", "must be at least 1"),
 ])
 def test_a_bad_setting_is_one_line(setting, message, tmp_path):
-    with pytest.raises(SystemExit, match=message) as stop:
+    with pytest.raises(CourseError, match=message) as stop:
         emergence.main([*TINY, f"--OUT_DIR={tmp_path}", setting])
     assert "\n" not in str(stop.value) and str(stop.value).startswith("error: ")
 
@@ -303,11 +304,11 @@ def test_a_bad_setting_is_one_line(setting, message, tmp_path):
 def test_results_made_with_other_settings_are_refused_not_mixed(tmp_path):
     emergence.main([*TINY, f"--OUT_DIR={tmp_path}", "--EM_SHAPES=1x8", "--EM_VARIANTS=plain", "--EM_LR=2e-3"])
     refused = r"other settings \(EM_LR 0.002 \(now 0.001\)\); pass --OUT_DIR"
-    with pytest.raises(SystemExit, match=refused) as stop:
+    with pytest.raises(CourseError, match=refused) as stop:
         emergence.main([*TINY, f"--OUT_DIR={tmp_path}", "--EM_LR=1e-3"])
     assert "\n" not in str(stop.value)
     row = rows(tmp_path)[0]
     del row["seed"]  # a row that does not say which seed trained it
     (tmp_path / "emergence.jsonl").write_text(json.dumps(row) + "\n")
-    with pytest.raises(SystemExit, match="has no seed"):
+    with pytest.raises(CourseError, match="has no seed"):
         emergence.main([*TINY, f"--OUT_DIR={tmp_path}", "--EM_LR=2e-3"])

@@ -15,6 +15,7 @@ import math
 import numpy as np
 import pytest
 
+from common.errors import CourseError
 from phase1_foundation.project4_scaling import chinchilla, planner
 from phase1_foundation.project4_scaling.exercises import (
     ex1_cosine_too_long,
@@ -63,7 +64,7 @@ def test_ex1_trains_the_same_runs_under_both_cycles_and_fits_both(tiny, tmp_path
 
 
 def test_ex1_refuses_a_cycle_no_longer_than_the_run(tmp_path):
-    with pytest.raises(SystemExit, match="error: --COSINE_STRETCH=1 is no longer than the run"):
+    with pytest.raises(CourseError, match="error: --COSINE_STRETCH=1 is no longer than the run"):
         ex1_cosine_too_long.main(["--COSINE_STRETCH=1", f"--OUT_DIR={tmp_path}"])
 
 
@@ -85,7 +86,7 @@ def test_ex2_sets_the_shapes_spread_beside_the_doubled_n(tiny, tmp_path):
     (["--BUDGETS=1e10,3e10"], "pass one budget"),
 ])
 def test_ex2_refuses_before_training(settings, message, tmp_path):
-    with pytest.raises(SystemExit, match=message):
+    with pytest.raises(CourseError, match=message):
         ex2_width_vs_depth.main([*settings, "--DEVICE=cpu", f"--OUT_DIR={tmp_path}"])
     assert not (tmp_path / "results.jsonl").exists()
 
@@ -119,7 +120,7 @@ def test_ex3_adds_the_plan_of_your_own_sweep(tmp_path, one_start):
     ours, epoch = results["plans"]["your sweep"], results["plans"]["epoch-2024"]
     assert ours["a"] == pytest.approx(surface.a, abs=0.01)
     assert ours["n_opt"] == pytest.approx(epoch["n_opt"], rel=0.1)
-    with pytest.raises(SystemExit, match="error: no peak listed for --GPU=B300"):
+    with pytest.raises(CourseError, match="error: no peak listed for --GPU=B300"):
         ex3_plan_your_gpu_hour.main(["--DEVICE=cpu", "--GPU=B300", f"--OUT_DIR={tmp_path}"])
 
 
@@ -149,7 +150,7 @@ def test_ex4_moves_the_threshold_with_the_answer_length(tmp_path, capsys):
     assert "reaches 0.50 above chance at 100,096 parameters (2x64)" in capsys.readouterr().out
     assert ex4_answer_length.main([f"--OUT_DIR={tmp_path}", "--THRESHOLD=0.3", "--DEVICE=cpu",
                                    "--PRESET=cpu"])[1]["params"] == 25472
-    with pytest.raises(SystemExit, match="error: no results at .*emergence.jsonl; run .*emergence.py first"):
+    with pytest.raises(CourseError, match="error: no results at .*emergence.jsonl; run .*emergence.py first"):
         ex4_answer_length.main([f"--OUT_DIR={tmp_path / 'none'}", "--DEVICE=cpu", "--PRESET=cpu"])
 
 

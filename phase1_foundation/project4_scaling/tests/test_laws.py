@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy.optimize import check_grad, minimize_scalar
 
+from common.errors import CourseError
 from phase1_foundation.project4_scaling import (
     chinchilla,
     chinchilla_runs,
@@ -146,10 +147,10 @@ def test_planning_from_minutes_and_a_model_shape():
 
 
 def test_planning_with_our_constants_needs_a_fit_with_exponents():
-    with pytest.raises(SystemExit, match="error: --PLAN_CONSTANTS=ours .* none to give \\(there is no sweep"):
+    with pytest.raises(CourseError, match="--PLAN_CONSTANTS=ours .* none to give \\(there is no sweep"):
         planner.plan(SimpleNamespace(PLAN_CONSTANTS="ours"), None, "cpu")
     undetermined = LossSurface(1.0, 1e40, 10.0, 30.0, 0.3, problem="alpha = 30, outside the grid")
-    with pytest.raises(SystemExit, match="none to give \\(alpha = 30, outside the grid\\)"):
+    with pytest.raises(CourseError, match="none to give \\(alpha = 30, outside the grid\\)"):
         planner.plan(SimpleNamespace(PLAN_CONSTANTS="ours"), undetermined, "cpu")
 
 
@@ -493,7 +494,7 @@ def test_sweep_from_rows_reads_n_and_c_as_the_counting_counts_them():
     assert kaplan_runs.n.tolist() == [25_472] and app_f_runs.n.tolist() == [25_472 + (500 + 128) * 32]
     assert kaplan_runs.flops == pytest.approx([1e10]) and app_f_runs.flops == pytest.approx([1e10])
     assert app_f_runs.d[0] < kaplan_runs.d[0]  # App. F counts 2x32 as costing more per token than 6N
-    with pytest.raises(SystemExit, match="error: no runs of the chinchilla counting here"):
+    with pytest.raises(CourseError, match="error: no runs of the chinchilla counting here"):
         Sweep.from_rows(rows[:1], "chinchilla")
 
 
@@ -546,12 +547,12 @@ def test_reading_results_fails_with_one_line_that_says_what_to_do(tmp_path):
     for path in (tmp_path / "missing.jsonl", tmp_path / "empty.jsonl"):
         if path.name == "empty.jsonl":
             path.write_text("\n")
-        with pytest.raises(SystemExit) as stopped:
+        with pytest.raises(CourseError) as stopped:
             read_results(path, fields=SWEEP_FIELDS)
         message = str(stopped.value)
         assert message.startswith("error: ") and "\n" not in message and "train.py" in message
     (tmp_path / "partial.jsonl").write_text('{"name": "run0", "budget": 1e15}\n')
-    with pytest.raises(SystemExit, match="line 1 .* has no counting, params, params_total, tokens, flops, "
+    with pytest.raises(CourseError, match="line 1 .* has no counting, params, params_total, tokens, flops, "
                                          "flops_chinchilla, val_loss"):
         read_results(tmp_path / "partial.jsonl", fields=SWEEP_FIELDS)
 
@@ -560,14 +561,14 @@ def test_a_results_file_without_countings_or_with_an_unknown_one_is_one_line(tmp
     old = {"name": "run0", "budget": 1e15, "params": 1e5, "params_total": 2e5, "tokens": 1e9, "flops": 6e14,
            "val_loss": 3.0}  # what train.py wrote before the countings
     (tmp_path / "results.jsonl").write_text(json.dumps(old) + "\n")
-    with pytest.raises(SystemExit) as stopped:
+    with pytest.raises(CourseError) as stopped:
         laws.main([f"--OUT_DIR={tmp_path}", "--DEVICE=cpu", "--PRESET=cpu"])
     message = str(stopped.value)
     assert message.startswith("error: line 1 ") and "no counting, flops_chinchilla" in message
     assert "\n" not in message
     unknown = row(2, 32, "kaplan", 1e10, SMALL) | {"counting": "6N"}
     (tmp_path / "results.jsonl").write_text(json.dumps(unknown) + "\n")
-    with pytest.raises(SystemExit, match="error: runs of an unknown counting \\(6N\\); a run's counting "
+    with pytest.raises(CourseError, match="error: runs of an unknown counting \\(6N\\); a run's counting "
                                          "is one of kaplan, chinchilla"):
         laws.main([f"--OUT_DIR={tmp_path}", "--DEVICE=cpu", "--PRESET=cpu"])
 
@@ -623,7 +624,7 @@ def test_main_fits_a_results_file_and_writes_the_plots(tmp_path, capsys):
     assert "(5/5)" in printed
     assert printed.count("Kaplan alpha_N") == 1
     assert "left out 1 runs whose loss is not a number: diverged" in printed
-    with pytest.raises(SystemExit, match="error: unknown setting RESULTS"):
+    with pytest.raises(CourseError, match="error: unknown setting RESULTS"):
         laws.main(["--RESULTS=x"])
 
 

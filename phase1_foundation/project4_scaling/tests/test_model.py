@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from common.errors import CourseError
 from phase1_foundation.project4_scaling.model import (
     GPT,
     GPTConfig,
@@ -269,7 +270,7 @@ def test_sequence_longer_than_block_size_is_refused():
 
 
 def test_width_not_divisible_by_heads_exits_with_one_line():
-    with pytest.raises(SystemExit, match=r"n_embd \(30\) is not divisible by n_head \(4\)") as exit_info:
+    with pytest.raises(CourseError, match=r"n_embd \(30\) is not divisible by n_head \(4\)") as exit_info:
         GPTConfig(vocab_size=10, n_embd=30, n_head=4)
-    text = str(exit_info.value.code)
+    text = str(exit_info.value)
     assert text.startswith("error: ") and "\n" not in text

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from common.errors import CourseError
 from common.tokens import read_meta
 from phase1_foundation.project4_scaling import download_data, laws, planner, train
 from phase1_foundation.project4_scaling.model import GPTConfig, flops_per_token, non_embedding_parameters
@@ -74,7 +75,7 @@ def test_a_run_that_would_read_the_text_too_often_is_left_out():
 
 @pytest.mark.parametrize("text", ["4", "4x", "ax32", "0x32", "2x24"])
 def test_a_bad_shape_is_one_line(text):
-    with pytest.raises(SystemExit, match="error: .*shape"):
+    with pytest.raises(CourseError, match="error: .*shape"):
         parse_shape(text, head_size=16)
 
 
@@ -172,13 +173,13 @@ def test_only_trains_one_point_again(tiny, tmp_path):
     train.main(tiny + ["--ONLY=kaplan_2e7_2x16"])
     after = rows_of(path)
     assert without_timing(after) == without_timing(first)
-    with pytest.raises(SystemExit, match="error: no run named kaplan_1e7_9x16"):
+    with pytest.raises(CourseError, match="error: no run named kaplan_1e7_9x16"):
         train.main(tiny + ["--ONLY=kaplan_1e7_9x16"])
 
 
 def test_results_made_with_other_settings_are_refused(tiny):
     train.main(tiny + ["--BUDGETS=2e7", "--SHAPES=1x16"])
-    with pytest.raises(SystemExit, match="error: .*other settings .*BLOCK_SIZE 16 \\(now 8\\).*--OUT_DIR"):
+    with pytest.raises(CourseError, match="error: .*other settings .*BLOCK_SIZE 16 \\(now 8\\).*--OUT_DIR"):
         train.main(tiny + ["--BUDGETS=2e7", "--SHAPES=1x16", "--BLOCK_SIZE=8"])
 
 
