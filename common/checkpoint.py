@@ -18,22 +18,16 @@ Four promises:
   repository, so it works after the clone moves, in another clone, or on another machine.
 """
 
-import os
 import random
 import re
-import tempfile
-from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import torch
 
-from common.config import in_repo, portable, portable_settings
-from common.device import pick_device
 from common.errors import CourseError
-from common.tokenizers import Tokenizer
+from common.files import in_repo, write_atomic
 
 # Prefixes that wrappers add to every parameter name: torch.compile keeps the original module as
 # `_orig_mod`, DistributedDataParallel keeps it as `module`. A checkpoint should not depend on either.
@@ -46,47 +40,16 @@ def checkpoint_path(out_dir: Path, prefix: str, step: int, loss: float) -> Path:
 
 
 def save_checkpoint(path: Path, state: dict) -> Path:
-    """Write `state` to `path` atomically: afterwards `path` holds either the old or the new checkpoint.
-
-    The temporary file lives in the same folder because os.replace is only atomic within one file
-    system. fsync on the file makes its bytes durable before the rename; fsync on the folder makes
-    the rename itself durable, so a power cut cannot leave a name pointing at nothing.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A leading dot and a .tmp suffix keep half-written files out of find_checkpoint's sight.
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    """Write `state` to `path` atomically and durably: the file holds the old checkpoint or the new one."""
     try:
         # Given a name, torch.save writes the file from C++. Given a Python file object, a second Ctrl-C
         # could land inside one of its writes and come out of C++ as a RuntimeError, read here as a full disk.
-        torch.save(state, tmp_name)
-        fd = os.open(tmp_name, os.O_RDWR)  # read-write: Windows will not fsync a read-only handle
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp_name, path)
+        return write_atomic(path, lambda tmp: torch.save(state, tmp), durable=True)
     except (OSError, RuntimeError) as e:  # torch.save reports a full disk as a RuntimeError
         raise CourseError(
             f"error: could not write checkpoint {path} ({_first_line(e)}); the previous checkpoint is "
             "untouched: check the free disk space and the folder's permissions"
         ) from None
-    finally:  # also on Ctrl-C; after a successful os.replace the temporary name no longer exists
-        Path(tmp_name).unlink(missing_ok=True)
-    _fsync_dir(path.parent)
-    return path
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename in `folder` durable. Windows cannot open a folder for fsync (and needs no such step)."""
-    if not hasattr(os, "O_DIRECTORY"):
-        return
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _first_line(error: Exception) -> str:
@@ -134,7 +97,7 @@ def load_checkpoint(path: Path, *, kind: str, map_location="cpu") -> dict:
         raise CourseError(f"error: {path} is {e.reason}; {e.fix}") from None
 
 
-def _checkpoints(out_dir: Path, prefix: str) -> list[tuple[int, Path]]:
+def checkpoints_of(out_dir: Path, prefix: str) -> list[tuple[int, Path]]:
     """All `prefix` checkpoints in `out_dir` as (step, path), oldest first.
 
     We sort by the step in the name, not by modification time: copying a folder resets the times.
@@ -153,7 +116,7 @@ def _checkpoints(out_dir: Path, prefix: str) -> list[tuple[int, Path]]:
 
 def newest_checkpoint(out_dir: Path, prefix: str) -> Path | None:
     """The `prefix` checkpoint of the highest step in `out_dir`, or None."""
-    found = _checkpoints(out_dir, prefix)
+    found = checkpoints_of(out_dir, prefix)
     return found[-1][1] if found else None
 
 
@@ -185,7 +148,7 @@ def open_checkpoint(spec: str, out_dir: Path, prefix: str, *, kind: str, map_loc
     path = find_checkpoint(spec, out_dir, prefix)
     if spec != "latest":
         return path, load_checkpoint(path, kind=kind, map_location=map_location)
-    candidates = [path for _, path in reversed(_checkpoints(out_dir, prefix))]
+    candidates = [path for _, path in reversed(checkpoints_of(out_dir, prefix))]
     for path in candidates:
         try:
             return path, read_checkpoint(path, kind=kind, map_location=map_location)
@@ -203,30 +166,10 @@ def prune_checkpoints(out_dir: Path, prefix: str, keep: int) -> None:
     """
     if keep < 1:
         raise CourseError(f"error: asked to keep {keep} checkpoints; keep at least 1 so training can resume")
-    for _, path in _checkpoints(out_dir, prefix)[:-keep]:
+    for _, path in checkpoints_of(out_dir, prefix)[:-keep]:
         path.unlink()
     for orphan in Path(out_dir).glob(f".{prefix}_iter*.tmp"):
         orphan.unlink()
-
-
-def set_aside_previous_run(out_dir: Path, prefix: str, extra_files: Sequence[str] = ()) -> Path | None:
-    """Move an earlier run's checkpoints (and files such as its metrics) into out_dir/previous/<N>/.
-
-    A fresh run in a folder that already holds one must neither delete it (nothing is lost) nor mix with it:
-    `latest` and keep-K go by iteration number, so an older, longer run would win over the new one.
-    """
-    out_dir = Path(out_dir)
-    old = [path for _, path in _checkpoints(out_dir, prefix)]
-    old += [out_dir / name for name in extra_files if (out_dir / name).exists()]
-    if not old:
-        return None
-    previous = out_dir / "previous"
-    earlier_runs = len(list(previous.iterdir())) if previous.exists() else 0
-    target = previous / str(earlier_runs + 1)
-    target.mkdir(parents=True)
-    for path in old:
-        path.rename(target / path.name)
-    return target
 
 
 def rng_state() -> dict:
@@ -292,158 +235,3 @@ def check_compatible(saved_config: dict, config: dict, keys: Sequence[str]) -> N
             f"error: the checkpoint's model differs from this configuration ({changes}); "
             f"resume with {fix} or start a new run without resuming"
         )
-
-
-# --- where a checkpoint's model runs ------------------------------------------------------------------------
-
-def device_here(state: dict, device: str | None = None) -> torch.device:
-    """Where a checkpoint's model runs on this machine: `device` when one is asked for (a script's --DEVICE),
-    else the device that trained it when this machine has it and it works, else the best one this machine
-    has. A checkpoint trained on a GPU is read on a laptop all the time."""
-    if device is not None:
-        return pick_device(device)
-    trained_on = state["config"]["DEVICE"]
-    try:
-        return pick_device(trained_on)
-    except CourseError:
-        here = pick_device("auto")
-        print(f"the checkpoint was trained on {trained_on}, which this machine cannot use: running on {here}")
-        return here
-
-
-def settings_on(state: dict, device: torch.device) -> SimpleNamespace:
-    """A checkpoint's run settings for work on `device`: DEVICE (which decides where batches go and whether
-    autocast runs) becomes this machine's, and the rest is the run's."""
-    return SimpleNamespace(**{**state["config"], "DEVICE": str(device)})
-
-
-# --- what a checkpoint knows of its data --------------------------------------------------------------------
-
-DATA_SETTINGS = ("CORPUS", "TEXT_FILE", "TOKENIZER", "VOCAB_SIZE", "VAL_FRACTION")  # what prepares the data
-
-
-def data_record(data_dir: Path, tokenizer: Tokenizer) -> dict:
-    """What a checkpoint keeps of the data its model was trained on: the prepared-data folder, portable()
-    (relative to the repository), and the tokenizer's own files, which are small (a few hundred kB) and all
-    that using the model needs, so a checkpoint samples in a clone that never prepared that data."""
-    with tempfile.TemporaryDirectory() as folder:
-        tokenizer.save(Path(folder))
-        files = {path.name: path.read_bytes() for path in sorted(Path(folder).iterdir())}
-    return {"data_dir": portable(data_dir), "tokenizer_files": files}
-
-
-def checkpoint_tokenizer(state: dict, load_tokenizer: Callable[[Path], Tokenizer]) -> Tokenizer:
-    """The tokenizer a checkpoint's model was trained with, read by the chapter's `load_tokenizer` from the
-    files the checkpoint carries (a checkpoint written before they were carried: from its data folder)."""
-    if "tokenizer_files" not in state:
-        return load_tokenizer(checkpoint_data_dir(state, load_tokenizer))
-    with tempfile.TemporaryDirectory() as folder:
-        for name, data in state["tokenizer_files"].items():
-            (Path(folder) / name).write_bytes(data)
-        return load_tokenizer(Path(folder))
-
-
-def checkpoint_data_dir(state: dict, load_tokenizer: Callable[[Path], Tokenizer]) -> Path:
-    """The prepared-data folder a checkpoint's model was trained on, in this clone, for scripts that read its
-    token files or held-out documents; checked to hold the checkpoint's own tokenizer, since data prepared
-    again with other settings would feed the model ids it never learned.
-
-    Checkpoints written before paths were recorded portably hold an absolute "tokenizer" folder; when the
-    clone has moved since, the same folder is looked for under this repository.
-    """
-    recorded = state["data_dir"] if "data_dir" in state else state["tokenizer"]
-    folder = in_repo(recorded)
-    parts = Path(recorded).parts
-    for start in range(1, len(parts) - 1):  # /old/clone/data/project1/x -> data/project1/x here
-        if folder.is_dir():
-            break
-        folder = in_repo(Path(*parts[start:]))
-    settings = " ".join(f"--{name}={value}" for name, value in state.get("config", {}).items()
-                        if name in DATA_SETTINGS and value is not None)
-    if not folder.is_dir():
-        raise CourseError(f"error: the data this model was trained on ({recorded}) is not in this clone; "
-                         f"prepare it with the chapter's download_data.py {settings}")
-    carried = state.get("tokenizer_files")
-    if carried is not None and data_record(folder, load_tokenizer(folder))["tokenizer_files"] != carried:
-        raise CourseError(f"error: {folder} was prepared with another tokenizer than this model's; prepare "
-                         f"its data again with the chapter's download_data.py {settings}")
-    return folder
-
-
-# --- a training run: what train.py saves, and what --RESUME restores ----------------------------------------
-
-RUN_FILES = ("metrics.jsonl", "loss.png", "summary.json")  # what a run leaves beside its checkpoints
-
-
-class TrainingRun:
-    """One training run's checkpoints, in the folder cfg.OUT_DIR:
-
-        run = TrainingRun(cfg, "gpt", "project1/gpt", model=model, optimizer=optimizer, scaler=scaler,
-                          batches=batches, data_dir=data_dir, tokenizer=tokenizer)
-        step = run.resume(shape_keys)  # cfg.RESUME's step, or 0 for a fresh run
-        path = run.save(step, loss)  # a checkpoint resume() restores exactly (the newest few are kept)
-
-    A checkpoint holds everything a run needs to continue as if it had never stopped: the weights, the
-    optimizer's moments, the gradient scaler, the batch sampler's position (`batches`: anything with
-    state_dict() and load_state_dict()) and every random generator; plus the model's config (a dataclass,
-    model.config), so a script can rebuild the model without knowing the settings that made it, the run's
-    settings, its data (data_record: the prepared-data folder and the tokenizer's files), and what the
-    chapter adds in `extra`.
-    """
-
-    def __init__(self, cfg: SimpleNamespace, prefix: str, kind: str, *, model: torch.nn.Module,
-                 optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, batches, data_dir: Path,
-                 tokenizer: Tokenizer, extra: dict | None = None):
-        self.out_dir, self.prefix, self.kind = Path(cfg.OUT_DIR), prefix, kind
-        self.spec, self.keep = cfg.RESUME, cfg.KEEP_CHECKPOINTS
-        self.model, self.optimizer, self.scaler, self.batches = model, optimizer, scaler, batches
-        self.extra = {"config": portable_settings(vars(cfg)), **data_record(data_dir, tokenizer),
-                      **(extra or {})}
-
-    def newest(self) -> Path | None:
-        """The newest checkpoint on disk: what a resume starts from."""
-        return newest_checkpoint(self.out_dir, self.prefix)
-
-    def save(self, step: int, loss: float, rng: dict | list[dict] | None = None) -> Path:
-        """Save this step. A data-parallel run passes `rng`, every process's rng_state() in rank order
-        (gathered by the caller), since each process draws its own dropout masks."""
-        path = checkpoint_path(self.out_dir, self.prefix, step, loss)
-        save_checkpoint(path, {
-            "kind": self.kind, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "scaler": self.scaler.state_dict(), "model_config": asdict(self.model.config), "step": step,
-            "rng": rng_state() if rng is None else rng, "batches": self.batches.state_dict(),
-            "metrics": {"loss": loss}, **self.extra,
-        })
-        prune_checkpoints(self.out_dir, self.prefix, self.keep)
-        return path
-
-    def resume(self, shape_keys: Sequence[str], rank: int = 0) -> int:
-        """Continue from the checkpoint cfg.RESUME names ("latest" or a path) and return its step; without
-        one, start a fresh run at step 0.
-
-        A checkpoint of another model shape (`shape_keys` of model.config) is refused with a line that names
-        the fix. A fresh run first moves an earlier run in the same folder out of the way
-        (set_aside_previous_run), so the two never mix; in a data-parallel run only rank 0 touches files,
-        and each process restores its own random generators.
-        """
-        if not self.spec:
-            if rank == 0 and (previous := set_aside_previous_run(self.out_dir, self.prefix, RUN_FILES)):
-                print(f"{self.out_dir} held an earlier run: moved it to {previous} "
-                      "(use --RESUME=latest to continue a run)")
-            return 0
-        path, state = open_checkpoint(self.spec, self.out_dir, self.prefix, kind=self.kind,
-                                      map_location=next(self.model.parameters()).device)
-        check_compatible(state["model_config"], asdict(self.model.config), shape_keys)
-        self.model.load_state_dict(clean_state_dict(state["model"]))
-        kernels = [{key: group.get(key) for key in ("fused", "foreach")}
-                   for group in self.optimizer.param_groups]
-        self.optimizer.load_state_dict(state["optimizer"])
-        for group, chosen in zip(self.optimizer.param_groups, kernels, strict=True):
-            group.update(chosen)  # this device's AdamW kernel, not the one of the machine that saved it
-        if state["scaler"]:  # empty when the saving run had no fp16 to scale (bf16, MPS or CPU)
-            self.scaler.load_state_dict(state["scaler"])
-        self.batches.load_state_dict(state["batches"])
-        rng = state["rng"]  # a list, one per process, when a data-parallel run saved it
-        set_rng_state(rng[min(rank, len(rng) - 1)] if isinstance(rng, list) else rng)
-        print(f"resumed from {path} at step {state['step']}")
-        return state["step"]

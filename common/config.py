@@ -12,35 +12,13 @@ import difflib
 import inspect
 import re
 import sys
-from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 from common.device import pick_device
 from common.errors import CourseError
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
 _SCALARS = (bool, int, float, str, tuple, type(None))
 _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
-
-
-def portable(path: str | Path) -> str:
-    """A path as the files a run leaves (checkpoints, summary.json) record it: relative to the repository when
-    it lies inside, so the record still points at the right file after the clone is moved, renamed or copied
-    to another machine. A path outside the repository is recorded whole."""
-    path = Path(path).resolve()
-    return path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
-
-
-def in_repo(recorded: str | Path) -> Path:
-    """The path portable() recorded, in this clone (a path recorded whole comes back as it was)."""
-    return REPO_ROOT / recorded
-
-
-def portable_settings(values: dict) -> dict:
-    """A run's settings as its checkpoint keeps them: every absolute path among them made portable()."""
-    return {name: portable(value) if isinstance(value, str) and Path(value).is_absolute() else value
-            for name, value in values.items()}
 
 
 def settings(module: ModuleType) -> dict:

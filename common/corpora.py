@@ -27,7 +27,6 @@ import bz2
 import hashlib
 import importlib.util
 import json
-import os
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator
@@ -38,6 +37,7 @@ from types import SimpleNamespace
 
 from common.download import download, extract_member
 from common.errors import CourseError
+from common.files import write_atomic
 from common.parsers import (
     gutenberg_chapters,
     tinyshakespeare_speeches,
@@ -247,27 +247,24 @@ def _write_cache(documents: Iterable[str], path: Path, name: str, unit: str, ori
 
     The counts file is renamed into place before the JSONL, so a JSONL on disk always has its counts.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    stats_path, stats_tmp = path.with_suffix(".json"), path.with_suffix(".json.tmp")
-    count = characters = words = 0
-    try:
+    counts = {"count": 0, "characters": 0, "words": 0}
+    corpus = None
+
+    def write_documents(tmp: Path) -> None:
+        nonlocal corpus
         with open(tmp, "w", encoding="utf-8") as f:
             for document in progress_bar(documents, desc=name, unit=" docs"):
                 f.write(json.dumps({"text": document}, ensure_ascii=False) + "\n")
-                count += 1
-                characters += len(document)
-                words += len(document.split())
-        if count == 0:
+                counts["count"] += 1
+                counts["characters"] += len(document)
+                counts["words"] += len(document.split())
+        if counts["count"] == 0:
             raise CourseError(f"error: found no text in {origin}; a corpus needs at least one paragraph")
-        corpus = Corpus(name, path, count, characters, words, unit, origin)
+        corpus = Corpus(name, path, counts["count"], counts["characters"], counts["words"], unit, origin)
         stats = {key: value for key, value in asdict(corpus).items() if key != "path"}
-        stats_tmp.write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
-        os.replace(stats_tmp, stats_path)
-        os.replace(tmp, path)
-    finally:  # also on errors and Ctrl-C
-        tmp.unlink(missing_ok=True)
-        stats_tmp.unlink(missing_ok=True)
+        write_atomic(path.with_suffix(".json"), json.dumps(stats, indent=2) + "\n")
+
+    write_atomic(path, write_documents)
     return corpus
 
 

@@ -8,6 +8,7 @@ import contextlib
 import functools
 import os
 import random
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -133,3 +134,24 @@ def describe(device: torch.device) -> str:
     if device.type == "mps":
         return f"mps (Apple GPU, {precision})"
     return f"cpu ({torch.get_num_threads()} threads, {precision})"
+
+
+def device_here(state: dict, device: str | None = None) -> torch.device:
+    """Where a checkpoint's model runs on this machine: `device` when one is asked for (a script's --DEVICE),
+    else the device that trained it when this machine has it and it works, else the best one this machine
+    has. A checkpoint trained on a GPU is read on a laptop all the time."""
+    if device is not None:
+        return pick_device(device)
+    trained_on = state["config"]["DEVICE"]
+    try:
+        return pick_device(trained_on)
+    except CourseError:
+        here = pick_device("auto")
+        print(f"the checkpoint was trained on {trained_on}, which this machine cannot use: running on {here}")
+        return here
+
+
+def settings_on(state: dict, device: torch.device) -> SimpleNamespace:
+    """A checkpoint's run settings for work on `device`: DEVICE (which decides where batches go and whether
+    autocast runs) becomes this machine's, and the rest is the run's."""
+    return SimpleNamespace(**{**state["config"], "DEVICE": str(device)})

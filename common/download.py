@@ -23,6 +23,7 @@ import hashlib
 import http.client
 import json
 import os
+import shutil
 import time
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -30,6 +31,7 @@ from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
 from common.errors import CourseError
+from common.files import write_atomic
 from common.progress import progress_bar
 
 OFFLINE_HINT = "the embedded default needs no download: leave out --CORPUS"
@@ -93,13 +95,13 @@ def extract_member(zip_path: Path, member: str, dest: Path) -> Path:
     """
     dest = Path(dest)
     target = dest / _safe_relative_path(member, zip_path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".part")
-    try:
+
+    def copy_member(tmp: Path) -> None:
         with zipfile.ZipFile(zip_path) as archive, archive.open(member) as src, open(tmp, "wb") as out:
-            while chunk := src.read(CHUNK_BYTES):
-                out.write(chunk)
-        os.replace(tmp, target)
+            shutil.copyfileobj(src, out, CHUNK_BYTES)
+
+    try:
+        write_atomic(target, copy_member)
     except KeyError:
         raise CourseError(
             f"error: {zip_path} has no file {member}; delete {zip_path} and run again to download it afresh"
@@ -108,8 +110,6 @@ def extract_member(zip_path: Path, member: str, dest: Path) -> Path:
         raise CourseError(
             f"error: {zip_path} is not a readable zip archive; delete it and run again to download it afresh"
         ) from None
-    finally:
-        tmp.unlink(missing_ok=True)
     return target
 
 
@@ -224,9 +224,7 @@ def _record_sha256(dest: Path, url: str, sha256: str) -> None:
     records = _read_records(dest.parent)
     records[dest.name] = {"url": url, "sha256": sha256}
     record_path = dest.parent / RECORD_NAME
-    tmp = record_path.with_name(RECORD_NAME + ".tmp")
-    tmp.write_text(json.dumps(records, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, record_path)
+    write_atomic(record_path, json.dumps(records, indent=2, sort_keys=True) + "\n")
 
 
 def _read_records(folder: Path) -> dict:

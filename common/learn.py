@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from common.errors import CourseError
+from common.files import write_atomic
 from common.learn_check import NOT_WRITTEN, PROGRESS, STARS, Task, all_tasks, functions_of, with_functions
 from common.learn_source import added_top_level, get_function, replace_function, stub, with_imports
 
@@ -109,12 +110,8 @@ def yours(task: Task) -> dict[str, str]:
 
 
 def write(path: str, text: str) -> None:
-    """Write a file of the course in one step: a temporary file beside it, then renamed over it."""
-    target = ROOT / path
-    temporary = target.with_name(f".{target.name}.learn")
-    temporary.write_text(text, encoding="utf-8")
-    shutil.copymode(target, temporary)
-    os.replace(temporary, target)
+    """Write a file of the course in one step (an editor watching it never sees half of it)."""
+    write_atomic(ROOT / path, text)
 
 
 def save_yours(task: Task, text: str) -> Path:

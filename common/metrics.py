@@ -4,10 +4,6 @@ as a program."""
 
 import json
 import math
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +12,7 @@ import torch
 
 from common.device import autocast_dtype, synchronize
 from common.errors import CourseError
+from common.files import write_atomic
 
 
 class MetricsLog:
@@ -33,10 +30,8 @@ class MetricsLog:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         kept = [] if resume_step is None else [r for r in self.read() if r["step"] <= resume_step]
-        # Rewrite through a temporary file: a crash now must not lose the curve we are keeping.
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(json.dumps(record) + "\n" for record in kept))
-        os.replace(tmp, self.path)
+        # a crash now must not lose the curve we are keeping
+        write_atomic(self.path, "".join(json.dumps(record) + "\n" for record in kept))
 
     def log(self, step: int, **fields: float) -> None:
         """Append one line. Opening the file for each line flushes it, so a crash keeps every line logged."""
@@ -226,26 +221,3 @@ def save_summary(out_dir: Path, summary: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     return path
-
-
-def run_training(module: str, settings: list[str], out_dir: Path) -> dict:
-    """Run a chapter's training script (e.g. "phase1_foundation.project1_gpt.train") as a program of its own,
-    exactly as from the shell, into out_dir, and return the summary.json it leaves there.
-
-    An exercise compares runs this way: what it measures is the chapter's own command, not a copy of it.
-    """
-    command = [sys.executable, "-m", module, *settings, f"--OUT_DIR={out_dir}"]
-    with subprocess.Popen(command) as process:
-        try:
-            process.wait()
-        except KeyboardInterrupt:  # Ctrl-C reached the run too: it finishes its step and saves; let it
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second one is the run's to handle, not ours
-            process.wait()
-            print(f"interrupted: the run in {out_dir} is saved, and the exercise stops here")
-            sys.exit(0)
-    if process.returncode:
-        raise CourseError(f"error: {module} stopped (its message is above); the command: {' '.join(command)}")
-    summary = Path(out_dir) / "summary.json"
-    if not summary.is_file():  # stopped early (by a Ctrl-C sent to it alone): saved, but no summary
-        raise CourseError(f"error: {module} stopped before its end and wrote no {summary}")
-    return json.loads(summary.read_text(encoding="utf-8"))

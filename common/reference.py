@@ -31,8 +31,9 @@ from types import ModuleType, SimpleNamespace
 
 import torch
 
-from common.config import REPO_ROOT, portable, settings
+from common.config import settings
 from common.errors import CourseError, run_main
+from common.files import REPO_ROOT, portable
 from common.metrics import save_summary
 
 # Settings that cannot change a train.py run's numbers: where things go, what is resumed, what other

@@ -34,6 +34,7 @@ from typing import Protocol, runtime_checkable
 import sentencepiece as spm
 
 from common.errors import CourseError
+from common.files import write_atomic
 
 # SentencePiece holds its training lines in memory; a random million of them is plenty to learn a vocabulary.
 MAX_TRAINING_LINES = 1_000_000
@@ -65,14 +66,6 @@ class Tokenizer(Protocol):
 
     def save(self, folder: Path) -> None:
         """Write the vocabulary into `folder`, in the files load_tokenizer recognises it by."""
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write a file so that a crash leaves either the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def _check_special_tokens(special_tokens: Sequence[str], unk_token: str) -> None:

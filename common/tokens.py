@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from common.errors import CourseError
+from common.files import write_atomic
 from common.progress import progress_bar
 from common.tokenizers import Tokenizer
 
@@ -153,8 +154,7 @@ class SplitWriter:
             os.replace(self.tmp.pop(split), self.out_dir / f"{split}.bin")
         for name in list(self.tmp):
             os.replace(self.tmp.pop(name), self.out_dir / name)
-        (self.out_dir / "meta.json.tmp").write_text(json.dumps(meta, indent=1), encoding="utf-8")
-        os.replace(self.out_dir / "meta.json.tmp", self.out_dir / "meta.json")
+        write_atomic(self.out_dir / "meta.json", json.dumps(meta, indent=1))
         return read_meta(self.out_dir)
 
     def __enter__(self) -> "SplitWriter":

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 import phase1_foundation
 from common import checkpoint as ckpt
 from common.corpora import prepare_corpus
+from common.run import checkpoint_tokenizer
 from common.tokenizers import CharTokenizer, Tokenizer
 from phase1_foundation.project1_gpt.model import GPT, PREFIX, CausalSelfAttention, GPTConfig
 from phase1_foundation.project1_gpt.tokenizer import load_tokenizer
@@ -46,7 +47,7 @@ def trained_gpt(small: bool = False) -> tuple[GPT, Tokenizer, str]:
     if any(folder.glob(f"{PREFIX}_iter*.pt")):
         path = ckpt.find_checkpoint("latest", folder, PREFIX)
         model, state = GPT.from_checkpoint(path, device="cpu")
-        tokenizer = ckpt.checkpoint_tokenizer(state, load_tokenizer)  # the tokenizer the run used
+        tokenizer = checkpoint_tokenizer(state, load_tokenizer)  # the tokenizer the run used
         c = model.config
         kind = "BPE" if state["config"]["TOKENIZER"] == "bpe" else "characters"
         about = (f"chapter 1 checkpoint {path.name} ({c.n_layer} layers, {c.n_head} heads, "

@@ -4,7 +4,7 @@ The defaults below are GPT-1's where a laptop can afford them; what a laptop can
 model, the length of training) is set by the presets at the bottom and printed at the start of every run.
 """
 
-from common.config import REPO_ROOT
+from common.files import REPO_ROOT
 
 # --- data -------------------------------------------------------------------------------------------------
 CORPUS = "wiki-sample"  # embedded, no download; books downloads 8 Gutenberg novels

@@ -11,7 +11,6 @@ Nothing after this step reads raw text again.
 """
 
 import json
-import os
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from types import SimpleNamespace
 from common.config import load_config
 from common.corpora import choose_corpus, open_corpus, prepare_corpus
 from common.errors import CourseError, run_main
+from common.files import write_atomic
 from common.progress import say_how_long
 from common.sentences import document_sentences
 from common.tokenizers import CharTokenizer, SentencePieceTokenizer
@@ -157,11 +157,8 @@ def prepare_questions(cfg: SimpleNamespace, data_dir: Path) -> Path:
     args = (cfg.FT_CONTEXT_SENTENCES, cfg.FT_CHOICES, cfg.SEED, cfg.FT_TASK)
     questions = {"train": build_questions(train_docs, cfg.FT_TRAIN_QUESTIONS, *args),
                  "val": build_questions(val_docs, cfg.FT_VAL_QUESTIONS, *args)}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"settings": settings, **{split: [asdict(q) for q in qs] for split, qs in
-                                                        questions.items()}}, ensure_ascii=False, indent=1),
-                   encoding="utf-8")
-    os.replace(tmp, path)
+    saved = {"settings": settings, **{split: [asdict(q) for q in qs] for split, qs in questions.items()}}
+    write_atomic(path, json.dumps(saved, ensure_ascii=False, indent=1))
     print(f"wrote {len(questions['train'])} training and {len(questions['val'])} held-out questions "
           f"to {path}")
     return path

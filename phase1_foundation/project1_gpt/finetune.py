@@ -38,13 +38,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from common import checkpoint as ckpt
 from common.baselines import bigram_log_probs
 from common.config import load_config
 from common.device import autocast, describe, seed_everything
 from common.errors import CourseError, run_main
 from common.optim import adamw, set_lr, warmup_linear
 from common.progress import progress
+from common.run import checkpoint_data_dir
 from common.tokenizers import Tokenizer
 from common.tokens import load_tokens
 from phase1_foundation.project1_gpt import config
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> dict:
     device = torch.device(cfg.DEVICE)
     print(f"device: {describe(device)}")
     pretrained, state = GPT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
-    data_dir = ckpt.checkpoint_data_dir(state, load_tokenizer)  # the prepared data the model was trained on
+    data_dir = checkpoint_data_dir(state, load_tokenizer)  # the prepared data the model was trained on
     tokenizer = load_tokenizer(data_dir)
     train_q, val_q = load_questions(prepare_questions(cfg, data_dir))
     labels = label_counts(cfg.FT_LABELS, len(train_q))

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
-from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import describe, seed_everything
 from common.errors import run_main
+from common.run import checkpoint_tokenizer
 from phase1_foundation.project1_gpt import config
 from phase1_foundation.project1_gpt.generate import generate
 from phase1_foundation.project1_gpt.hf_weights import from_hf
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> str:
         model, tokenizer = from_hf(cfg.HF_DIR).to(device).eval(), load_tokenizer(Path(cfg.HF_DIR))
     else:  # our checkpoint: it carries its tokenizer's files
         model, state = GPT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
-        tokenizer = ckpt.checkpoint_tokenizer(state, load_tokenizer)
+        tokenizer = checkpoint_tokenizer(state, load_tokenizer)
     prompt = torch.tensor([tokenizer.encode(cfg.PROMPT)], device=device)  # (1, T)
     out = generate(model, prompt, cfg.SAMPLE_TOKENS, temperature=cfg.TEMPERATURE, top_k=cfg.TOP_K or None)
     text = tokenizer.decode(out[0].tolist())

@@ -24,9 +24,10 @@ import json
 import statistics
 import sys
 
-from common.config import REPO_ROOT
 from common.errors import CourseError, run_main
-from common.metrics import read_metrics, run_training
+from common.exercises import train_in_new_process
+from common.files import REPO_ROOT
+from common.metrics import read_metrics
 from phase1_foundation.project1_gpt.config import PRESETS
 
 MODULE = "phase1_foundation.project1_gpt.train"
@@ -68,7 +69,7 @@ def step_seconds(names: list[str]) -> dict[str, float]:
     for name in names:
         if size(name) not in timings:
             probe = OUT_DIR / "probe" / name
-            run_training(MODULE, [*settings(name), f"--MAX_ITERS={PROBE_STEPS}", "--EVAL_ITERS=1",
+            train_in_new_process(MODULE, [*settings(name), f"--MAX_ITERS={PROBE_STEPS}", "--EVAL_ITERS=1",
                                   "--WARMUP_ITERS=1", f"--EVAL_INTERVAL={PROBE_STEPS}"], probe)
             tokens = PRESETS["cpu"]["BATCH_SIZE"] * PRESETS["cpu"]["BLOCK_SIZE"]
             timings[size(name)] = statistics.median(tokens / r["tokens_per_second"]
@@ -91,7 +92,7 @@ def run(name: str, steps: int, seed: int) -> dict:
     print(f"{name}, seed {seed}: {steps} steps ({warmup} warmup)")
     schedule = [f"--MAX_ITERS={steps}", f"--WARMUP_ITERS={warmup}", f"--EVAL_INTERVAL={max(steps // 6, 1)}",
                 f"--SEED={seed}"]
-    return run_training(MODULE, [*settings(name), *schedule], out_dir)
+    return train_in_new_process(MODULE, [*settings(name), *schedule], out_dir)
 
 
 def main(argv: list[str] | None = None) -> dict:

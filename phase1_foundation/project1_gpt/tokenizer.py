@@ -14,7 +14,8 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from common.tokenizers import Tokenizer, basic_normalize, basic_words, write_atomic
+from common.files import write_atomic
+from common.tokenizers import Tokenizer, basic_normalize, basic_words
 from common.tokenizers import load_tokenizer as load_trained_tokenizer
 
 # --- GPT-1's BPE --------------------------------------------------------------------------------------------

@@ -16,17 +16,18 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from common import checkpoint as ckpt
 from common import dry_run, reference
 from common.baselines import bigram_log_probs, unigram_cross_entropy
-from common.config import load_config, portable
+from common.config import load_config
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
 from common.errors import run_main
+from common.files import portable
 from common.interrupt import GracefulInterrupt
 from common.learn_check import refuse_stubs
 from common.metrics import MetricsLog, check_finite, mfu, peak_flops, plot_losses, save_summary
 from common.optim import adamw, set_lr, warmup_cosine
 from common.progress import progress
+from common.run import TrainingRun
 from common.tokenizers import Tokenizer
 from common.tokens import Batches, load_tokens, read_meta
 from phase1_foundation.project1_gpt import config
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> dict:
         return dry_run.report(model, lambda: model(*batches.next())[1], cfg)
 
     # --- resume (weights, optimizer moments, step, RNG and batch position, all exactly) or start afresh -----
-    run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
+    run = TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
                            batches=batches, data_dir=data_dir, tokenizer=tokenizer)
     step = run.resume(SHAPE_KEYS)
     log = MetricsLog(run.out_dir / "metrics.jsonl", resume_step=step if cfg.RESUME else None)

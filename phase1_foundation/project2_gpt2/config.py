@@ -6,7 +6,7 @@ architecture and the data but no optimiser settings; where it is silent we use G
 Appendix B), the same family trained the same way, and say so.
 """
 
-from common.config import REPO_ROOT
+from common.files import REPO_ROOT
 
 # --- data -------------------------------------------------------------------------------------------------
 CORPUS = "wiki-sample"  # embedded, no download; wikitext-103 downloads 200 times more

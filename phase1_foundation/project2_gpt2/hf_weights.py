@@ -9,8 +9,6 @@ attn.masked_bias): a function of the sizes, not a learned weight, and ignored he
 """
 
 import json
-import os
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -18,6 +16,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from common.errors import CourseError
+from common.files import write_atomic
 from common.hf import read_hf_config, read_hf_weights
 from phase1_foundation.project2_gpt2.model import GPT, GPTConfig
 
@@ -83,9 +82,9 @@ def to_hf(model: GPT, folder: str | Path, eos_id: int | None = None) -> Path:
     weights = {"transformer." + _hf_name(name): _to_conv1d(name, param).detach().cpu().contiguous()
                for name, param in model.named_parameters()}
     text = json.dumps(hf_config, indent=2) + "\n"
-    _write_then_rename(folder / "model.safetensors",
-                       lambda path: save_file(weights, path, metadata={"format": "pt"}))
-    _write_then_rename(folder / "config.json", lambda path: path.write_text(text, encoding="utf-8"))
+    write_atomic(folder / "model.safetensors",
+                 lambda path: save_file(weights, path, metadata={"format": "pt"}))
+    write_atomic(folder / "config.json", text)
     return folder
 
 
@@ -126,13 +125,3 @@ def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder:
         raise CourseError(f"error: {hf_name!r} in {folder} has shape {tuple(tensor.shape)}, "
                          f"config.json implies {tuple(shape)}; the folder mixes files from different models")
     return tensor
-
-
-def _write_then_rename(path: Path, write: Callable[[Path], None]) -> None:
-    """Write `path` under a temporary name first: a crash mid-write leaves the old file, or none."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

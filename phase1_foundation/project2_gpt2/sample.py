@@ -15,10 +15,10 @@ from pathlib import Path
 
 import torch
 
-from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import describe, seed_everything, synchronize
 from common.errors import CourseError, run_main
+from common.run import checkpoint_tokenizer
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.generate import generate
 from phase1_foundation.project2_gpt2.hf_weights import from_hf
@@ -32,7 +32,7 @@ def load(cfg) -> tuple[GPT, ByteBPETokenizer]:
     if cfg.HF_DIR:  # released weights: the tokenizer's files are in the same folder
         return from_hf(cfg.HF_DIR).to(device).eval(), load_tokenizer(Path(cfg.HF_DIR))
     model, state = GPT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
-    return model, ckpt.checkpoint_tokenizer(state, load_tokenizer)
+    return model, checkpoint_tokenizer(state, load_tokenizer)
 
 
 def timed_generate(model: GPT, prompt: torch.Tensor, cfg, eos_id: int, stop, use_cache: bool

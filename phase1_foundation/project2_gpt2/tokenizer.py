@@ -35,8 +35,8 @@ import regex
 
 from common.download import download
 from common.errors import CourseError
+from common.files import write_atomic
 from common.progress import progress_bar
-from common.tokenizers import write_atomic
 
 END_OF_TEXT = "<|endoftext|>"
 

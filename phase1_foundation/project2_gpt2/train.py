@@ -29,9 +29,10 @@ import torch.distributed as dist
 from common import checkpoint as ckpt
 from common import dry_run, reference
 from common.baselines import bigram_cross_entropy, unigram_cross_entropy
-from common.config import load_config, portable
+from common.config import load_config
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
 from common.errors import run_main
+from common.files import portable
 from common.interrupt import GracefulInterrupt
 from common.learn_check import refuse_stubs
 from common.metrics import (
@@ -46,6 +47,7 @@ from common.metrics import (
 )
 from common.optim import adamw, set_lr, warmup_cosine
 from common.progress import progress
+from common.run import TrainingRun
 from common.tokens import Batches, load_tokens, read_meta
 from phase1_foundation.project2_gpt2 import config, parallel
 from phase1_foundation.project2_gpt2.download_data import prepare
@@ -141,7 +143,7 @@ def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device
     if cfg.DRY_RUN:  # what the run would cost on a laptop GPU, from one step measured here: nothing trains
         return dry_run.report(model, lambda: model(*batches.next())[1], cfg)
 
-    run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
+    run = TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
                            batches=batches, data_dir=data_dir, tokenizer=tokenizer,
                            extra={"world_size": world_size})
     step = run.resume(SHAPE_KEYS, rank=rank)  # every process loads the same weights and optimizer state

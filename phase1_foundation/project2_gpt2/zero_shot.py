@@ -53,10 +53,12 @@ import torch.nn.functional as F
 
 from common import checkpoint as ckpt
 from common.baselines import bigram_cross_entropy, unigram_cross_entropy
-from common.config import load_config, portable
+from common.config import load_config
 from common.corpora import open_corpus
 from common.device import describe, seed_everything
 from common.errors import CourseError, run_main
+from common.files import portable
+from common.run import checkpoint_data_dir
 from common.sentences import document_sentences, split_paragraphs, split_sentences
 from common.tokens import load_tokens, read_meta
 from phase1_foundation.project2_gpt2 import config
@@ -349,7 +351,7 @@ def load(cfg: SimpleNamespace) -> tuple[GPT, ByteBPETokenizer, Path, str | None]
         return model, load_tokenizer(Path(cfg.HF_DIR)), prepare(cfg), None
     checkpoint = ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)  # the file the report names
     model, state = GPT.from_checkpoint(checkpoint, device=device)
-    data_dir = ckpt.checkpoint_data_dir(state, load_tokenizer)
+    data_dir = checkpoint_data_dir(state, load_tokenizer)
     return model, load_tokenizer(data_dir), data_dir, portable(checkpoint)
 
 

@@ -5,7 +5,7 @@ afford (the size of the model, the length of training) and four choices that lea
 budget (measured); every run prints what its preset changed.
 """
 
-from common.config import REPO_ROOT
+from common.files import REPO_ROOT
 
 # --- data -------------------------------------------------------------------------------------------------
 # PAPER: BERT §3.1 pre-trains on Wikipedia + BooksCorpus; wiki-sample is 101 Wikipedia articles

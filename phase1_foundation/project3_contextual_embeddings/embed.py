@@ -54,10 +54,10 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import describe, seed_everything
 from common.errors import CourseError, run_main
+from common.run import checkpoint_data_dir
 from common.tokenizers import Tokenizer
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import (
@@ -98,7 +98,7 @@ def load_model(cfg: SimpleNamespace, device: torch.device) -> tuple[BERT, Tokeni
         print(f"loaded {cfg.HF_DIR}")  # the corpus only supplies sentences
         return model.to(device).eval(), tokenizer, prepare(cfg), cfg.SEED, Path(cfg.HF_DIR).name
     model, state = BERT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)
-    data_dir = ckpt.checkpoint_data_dir(state, load_tokenizer)
+    data_dir = checkpoint_data_dir(state, load_tokenizer)
     return model, load_tokenizer(data_dir), data_dir, state["config"]["SEED"], f"step {state['step']:,}"
 
 

@@ -40,14 +40,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from common.checkpoint import checkpoint_tokenizer, find_checkpoint
-from common.config import load_config, portable
+from common.checkpoint import find_checkpoint
+from common.config import load_config
 from common.device import autocast, describe, grad_scaler, seed_everything
 from common.errors import CourseError, run_main
+from common.files import portable, write_atomic
 from common.interrupt import GracefulInterrupt
 from common.optim import adamw, set_lr, warmup_linear
 from common.progress import progress_bar
-from common.tokenizers import Tokenizer, write_atomic
+from common.run import checkpoint_tokenizer
+from common.tokenizers import Tokenizer
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import encode_sentence
 from phase1_foundation.project3_contextual_embeddings.finetune_data import Example, Task, load_task

@@ -32,9 +32,10 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from common.config import REPO_ROOT, in_repo
 from common.errors import CourseError, run_main
-from common.metrics import read_metrics, run_training
+from common.exercises import train_in_new_process
+from common.files import REPO_ROOT, in_repo
+from common.metrics import read_metrics
 from phase1_foundation.project3_contextual_embeddings.baselines import Baselines
 from phase1_foundation.project3_contextual_embeddings.config import BERT_TRAINING, PRESETS
 from phase1_foundation.project3_contextual_embeddings.download_data import load_split
@@ -116,8 +117,8 @@ def step_seconds(names: list[str], extra: list[str]) -> dict[str, float]:
     for name in names:
         if size(name) not in timings:
             probe = OUT_DIR / "probe" / name
-            run_training(MODULE, [*settings(name), *extra, f"--MAX_ITERS={PROBE_STEPS}", "--EVAL_ITERS=1",
-                                  "--WARMUP_ITERS=1"], probe)
+            train_in_new_process(MODULE, [*settings(name), *extra, f"--MAX_ITERS={PROBE_STEPS}",
+                                          "--EVAL_ITERS=1", "--WARMUP_ITERS=1"], probe)
             records = read_metrics(probe / "metrics.jsonl")[5:]
             timings[size(name)] = statistics.median(r["step_seconds"] for r in records)
             path.write_text(json.dumps(timings, indent=1))
@@ -139,7 +140,7 @@ def run(name: str, seconds: float, minutes: float, budget: str, extra: list[str]
     warmup = 100 if CANDIDATES[name][2] is None else max(int(steps * CANDIDATES[name][2]), 1)
     print(f"{name}: {seconds:.3f} s/step here, so {steps} steps ({warmup} warmup) in {minutes:g} min")
     schedule = [f"--MAX_ITERS={steps}", f"--WARMUP_ITERS={warmup}", f"--EVAL_INTERVAL={max(steps // 5, 1)}"]
-    summary = run_training(MODULE, [*settings(name), *extra, *schedule], out_dir)
+    summary = train_in_new_process(MODULE, [*settings(name), *extra, *schedule], out_dir)
     return summary | shared_targets(summary, out_dir)
 
 

@@ -15,7 +15,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from common.errors import CourseError
-from common.tokenizers import Tokenizer, basic_normalize, basic_words, write_atomic
+from common.files import write_atomic
+from common.tokenizers import Tokenizer, basic_normalize, basic_words
 from common.tokenizers import load_tokenizer as load_trained_tokenizer
 
 # --- WordPiece ----------------------------------------------------------------------------------------------

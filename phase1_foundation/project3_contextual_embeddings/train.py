@@ -22,16 +22,17 @@ from types import SimpleNamespace
 
 import torch
 
-from common import checkpoint as ckpt
 from common import dry_run, reference
-from common.config import load_config, portable
+from common.config import load_config
 from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
 from common.errors import run_main
+from common.files import portable
 from common.interrupt import GracefulInterrupt
 from common.learn_check import refuse_stubs
 from common.metrics import MetricsLog, check_finite, matmul_flops, plot_losses, save_summary
 from common.optim import adamw, set_lr, warmup_linear
 from common.progress import progress
+from common.run import TrainingRun
 from common.tokens import read_meta
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.baselines import Baselines
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
         return dry_run.report(model, lambda: pretraining_loss(model, batches.next(), cfg.USE_NSP)[0], cfg)
 
     # --- resume (weights, optimizer moments, step, RNG, the pair generator, all exactly) or start afresh ---
-    run = ckpt.TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
+    run = TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
                            batches=batches, data_dir=data_dir, tokenizer=tokenizer)
     step = run.resume(SHAPE_KEYS)
     log = MetricsLog(run.out_dir / "metrics.jsonl", resume_step=step if cfg.RESUME else None)

@@ -8,7 +8,7 @@ MIN_STEPS optimizer steps and MAX_EPOCHS passes over the corpus is trained at ev
 what a laptop CPU and GPU can afford; every run prints what it used.
 """
 
-from common.config import REPO_ROOT
+from common.files import REPO_ROOT
 
 # --- data -------------------------------------------------------------------------------------------------
 CORPUS = "wiki-sample"  # embedded (2.7M characters), no download; wikitext-103 downloads

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from common.errors import CourseError
-from common.tokenizers import write_atomic
+from common.files import write_atomic
 
 # What the fits read from each row of results.jsonl; a row without one of these was made by an older train.py
 SWEEP_FIELDS = ("name", "counting", "budget", "params", "params_total", "tokens", "flops", "flops_chinchilla",

@@ -32,9 +32,10 @@ import torch
 
 from common import dry_run, reference
 from common.baselines import bigram_cross_entropy, unigram_cross_entropy
-from common.config import load_config, portable
+from common.config import load_config
 from common.device import autocast, describe, enable_tf32, seed_everything
 from common.errors import CourseError, run_main
+from common.files import portable
 from common.interrupt import GracefulInterrupt
 from common.learn_check import refuse_stubs
 from common.metrics import check_finite, matmul_flops, save_summary

@@ -8,24 +8,27 @@ import numpy as np
 import pytest
 import torch
 
+from common import files
 from common.checkpoint import (
-    TrainingRun,
     check_compatible,
-    checkpoint_data_dir,
     checkpoint_path,
-    checkpoint_tokenizer,
     clean_state_dict,
-    data_record,
     find_checkpoint,
     load_checkpoint,
     open_checkpoint,
     prune_checkpoints,
     rng_state,
     save_checkpoint,
-    set_aside_previous_run,
     set_rng_state,
 )
 from common.errors import CourseError
+from common.run import (
+    TrainingRun,
+    checkpoint_data_dir,
+    checkpoint_tokenizer,
+    data_record,
+    set_aside_previous_run,
+)
 from common.tokenizers import CharTokenizer, load_tokenizer
 
 KIND = "project1/gpt"
@@ -396,20 +399,16 @@ def clone_with_data(root, tokenizer=TOKENIZER):
 
 def test_a_checkpoint_records_its_data_relative_to_the_repository_and_finds_it_after_a_move(
         tmp_path, monkeypatch):
-    from common import config
-
-    monkeypatch.setattr(config, "REPO_ROOT", tmp_path / "old")
+    monkeypatch.setattr(files, "REPO_ROOT", tmp_path / "old")
     record = data_record(clone_with_data(tmp_path / "old"), TOKENIZER)
     assert record["data_dir"] == "data/project1/tiny" and set(record["tokenizer_files"]) == {"tokenizer.json"}
     (tmp_path / "old").rename(tmp_path / "new")
-    monkeypatch.setattr(config, "REPO_ROOT", tmp_path / "new")
+    monkeypatch.setattr(files, "REPO_ROOT", tmp_path / "new")
     assert checkpoint_data_dir(record, load_tokenizer) == tmp_path / "new" / "data" / "project1" / "tiny"
 
 
 def test_a_checkpoint_needs_no_data_folder_for_its_tokenizer(tmp_path, monkeypatch):
-    from common import config
-
-    monkeypatch.setattr(config, "REPO_ROOT", tmp_path / "old")
+    monkeypatch.setattr(files, "REPO_ROOT", tmp_path / "old")
     record = data_record(clone_with_data(tmp_path / "old"), TOKENIZER)
     shutil.rmtree(tmp_path / "old")
     assert checkpoint_tokenizer(record, load_tokenizer).decode(TOKENIZER.encode("a cab")) == "a cab"
@@ -420,25 +419,12 @@ def test_a_checkpoint_needs_no_data_folder_for_its_tokenizer(tmp_path, monkeypat
 
 
 def test_data_prepared_with_another_tokenizer_is_refused_in_one_line(tmp_path, monkeypatch):
-    from common import config
-
-    monkeypatch.setattr(config, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(files, "REPO_ROOT", tmp_path)
     record = data_record(clone_with_data(tmp_path), TOKENIZER)
     CharTokenizer(["<unk>"], list("xyz")).save(tmp_path / "data" / "project1" / "tiny")  # prepared again
     with pytest.raises(CourseError, match="prepared with another tokenizer than this model's") as stop:
         checkpoint_data_dir(record, load_tokenizer)
     assert "\n" not in str(stop.value)
-
-
-def test_an_old_checkpoint_with_an_absolute_folder_finds_it_in_the_moved_clone(tmp_path, monkeypatch):
-    """Checkpoints written before paths were portable recorded "tokenizer": the absolute data folder."""
-    from common import config
-
-    data_dir = clone_with_data(tmp_path / "new")
-    monkeypatch.setattr(config, "REPO_ROOT", tmp_path / "new")
-    old = {"tokenizer": str(tmp_path / "old" / "data" / "project1" / "tiny")}
-    assert checkpoint_data_dir(old, load_tokenizer) == data_dir
-    assert checkpoint_tokenizer(old, load_tokenizer).encode("abc") == TOKENIZER.encode("abc")
 
 
 def test_resume_latest_skips_a_corrupt_newest_checkpoint_and_says_why(tmp_path, capsys):

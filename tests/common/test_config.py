@@ -84,25 +84,3 @@ def test_help_lists_settings_with_their_comments(capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "--MAX_ITERS=2000  optimizer steps" in out and "PAPER: GPT-1 §4.1" in out
-
-
-
-def test_paths_are_recorded_relative_to_the_repository(monkeypatch, tmp_path):
-    from common import config
-
-    monkeypatch.setattr(config, "REPO_ROOT", tmp_path / "clone")
-    inside, outside = tmp_path / "clone" / "data" / "project1" / "x", tmp_path / "elsewhere" / "notes.txt"
-    assert config.portable(inside) == "data/project1/x" and config.in_repo("data/project1/x") == inside
-    assert config.portable(outside) == str(outside) and config.in_repo(str(outside)) == outside
-    monkeypatch.setattr(config, "REPO_ROOT", tmp_path / "moved")  # the clone moved: the record follows it
-    assert config.in_repo("data/project1/x") == tmp_path / "moved" / "data" / "project1" / "x"
-
-
-def test_portable_settings_relativises_paths_only(monkeypatch, tmp_path):
-    from common import config
-
-    monkeypatch.setattr(config, "REPO_ROOT", tmp_path)
-    values = {"DATA_DIR": str(tmp_path / "data"), "TEXT_FILE": "/srv/notes.txt", "PROMPT": "The",
-              "N_LAYER": 2}
-    assert config.portable_settings(values) == {"DATA_DIR": "data", "TEXT_FILE": "/srv/notes.txt",
-                                                "PROMPT": "The", "N_LAYER": 2}

@@ -5,16 +5,8 @@ import pytest
 import torch
 
 from common.errors import CourseError
-from common.metrics import (
-    MetricsLog,
-    check_finite,
-    matmul_flops,
-    mfu,
-    peak_flops,
-    plot_losses,
-    read_metrics,
-    run_training,
-)
+from common.exercises import train_in_new_process
+from common.metrics import MetricsLog, check_finite, matmul_flops, mfu, peak_flops, plot_losses, read_metrics
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -186,10 +178,10 @@ save_summary(out_dir, {"val_loss": 1.5, "argv": sys.argv[1:]})
 def test_run_training_runs_the_script_as_a_program_and_returns_its_summary(tmp_path, monkeypatch):
     (tmp_path / "fake_train.py").write_text(FAKE_TRAIN)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    summary = run_training("fake_train", ["--LR=0.1"], tmp_path / "run")
+    summary = train_in_new_process("fake_train", ["--LR=0.1"], tmp_path / "run")
     assert summary == {"val_loss": 1.5, "argv": ["--LR=0.1", f"--OUT_DIR={tmp_path / 'run'}"]}
     with pytest.raises(CourseError, match="fake_train stopped .*--FAIL=true") as exit_info:
-        run_training("fake_train", ["--FAIL=true"], tmp_path / "run")
+        train_in_new_process("fake_train", ["--FAIL=true"], tmp_path / "run")
     assert "\n" not in str(exit_info.value)
     with pytest.raises(CourseError, match="fake_train stopped before its end and wrote no .*summary.json"):
-        run_training("fake_train", ["--STOP=true"], tmp_path / "stopped")
+        train_in_new_process("fake_train", ["--STOP=true"], tmp_path / "stopped")

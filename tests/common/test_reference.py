@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from common import reference
-from common.config import REPO_ROOT, load_config, settings
+from common.config import load_config, settings
 from common.errors import CourseError
+from common.files import REPO_ROOT
 
 CHAPTERS = ("project1_gpt", "project2_gpt2", "project3_contextual_embeddings", "project4_scaling")
 

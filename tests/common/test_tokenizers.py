@@ -4,6 +4,7 @@ import random
 import pytest
 
 from common.errors import CourseError
+from common.files import write_atomic
 from common.tokenizers import (
     CharTokenizer,
     SentencePieceTokenizer,
@@ -11,7 +12,6 @@ from common.tokenizers import (
     basic_normalize,
     basic_words,
     load_tokenizer,
-    write_atomic,
 )
 
 BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

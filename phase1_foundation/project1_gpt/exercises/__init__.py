@@ -6,8 +6,7 @@ Each takes the chapter's --NAME=value settings, plus --OUT_DIR.
 from pathlib import Path
 
 from common import checkpoint as ckpt
-from common.exercises import exercise_args
-from common.metrics import run_training
+from common.exercises import exercise_args, train_in_new_process
 from phase1_foundation.project1_gpt.config import OUT_DIR
 from phase1_foundation.project1_gpt.model import PREFIX
 
@@ -18,10 +17,10 @@ def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
     return exercise_args(argv, "project1", name)
 
 
-def run_train(settings: list[str], out_dir: Path) -> dict:
+def train_chapter(settings: list[str], out_dir: Path) -> dict:
     """Run the chapter's train.py with `settings` into out_dir, exactly as from the shell, and return the
     summary it leaves there (val_loss, unigram_loss, checkpoint, ...)."""
-    return run_training("phase1_foundation.project1_gpt.train", settings, out_dir)
+    return train_in_new_process("phase1_foundation.project1_gpt.train", settings, out_dir)
 
 
 def pretrained_checkpoint(settings: list[str], out_dir: Path) -> tuple[str, list[str]]:
@@ -30,5 +29,5 @@ def pretrained_checkpoint(settings: list[str], out_dir: Path) -> tuple[str, list
     asked = next((s.removeprefix("--CHECKPOINT=") for s in settings if s.startswith("--CHECKPOINT=")), None)
     rest = [s for s in settings if not s.startswith("--CHECKPOINT=")]
     if asked is None:
-        return str(run_train(rest, out_dir / "pretrain")["checkpoint"]), rest
+        return str(train_chapter(rest, out_dir / "pretrain")["checkpoint"]), rest
     return str(ckpt.find_checkpoint(asked, Path(OUT_DIR), PREFIX)), rest

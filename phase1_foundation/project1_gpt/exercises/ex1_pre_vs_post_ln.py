@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from common.errors import run_main
 from common.exercises import print_measured
 from common.metrics import read_metrics
-from phase1_foundation.project1_gpt.exercises import parse_args, run_train
+from phase1_foundation.project1_gpt.exercises import parse_args, train_chapter
 
 # The exercise's changes to the preset: twice the depth of the CPU preset, a warmup of 10 steps instead of its
 # 250 (GPT-1's was 2000), and only the first 300 steps, where the two differ most. Your own --NAME=value
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex1_pre_vs_post_ln")
     results = {}
     for name, (_, variant) in VARIANTS.items():
-        summary = run_train([*SETTINGS, *settings, variant], out_dir / name)
+        summary = train_chapter([*SETTINGS, *settings, variant], out_dir / name)
         last = [r["train_loss"] for r in read_metrics(out_dir / name / "metrics.jsonl")][-10:]
         results[name] = {"train_loss": sum(last) / len(last), "val_loss": summary["val_loss"],
                          "unigram_loss": summary["unigram_loss"]}

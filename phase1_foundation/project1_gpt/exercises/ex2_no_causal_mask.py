@@ -28,13 +28,13 @@ What will its samples look like?
 import torch
 import torch.nn.functional as F
 
-from common import checkpoint as ckpt
-from common.device import seed_everything
+from common.device import device_here, seed_everything, settings_on
 from common.errors import run_main
 from common.exercises import print_measured
 from common.metrics import read_metrics
+from common.run import checkpoint_data_dir
 from common.tokens import Batches, load_tokens
-from phase1_foundation.project1_gpt.exercises import parse_args, run_train
+from phase1_foundation.project1_gpt.exercises import parse_args, train_chapter
 from phase1_foundation.project1_gpt.generate import generate
 from phase1_foundation.project1_gpt.model import GPT
 from phase1_foundation.project1_gpt.tokenizer import load_tokenizer
@@ -61,13 +61,13 @@ def prefix_loss(model: GPT, x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def evaluate(checkpoint: str) -> dict:
-    """Reload a run's final model, with or without its mask as trained (on ckpt.device_here's choice of
+    """Reload a run's final model, with or without its mask as trained (on device_here's choice of
     device), and score it both ways; and a sample."""
     model, state = GPT.from_checkpoint(checkpoint)
-    device = ckpt.device_here(state)
+    device = device_here(state)
     model.to(device)
-    cfg = ckpt.settings_on(state, device)
-    data_dir = ckpt.checkpoint_data_dir(state, load_tokenizer)
+    cfg = settings_on(state, device)
+    data_dir = checkpoint_data_dir(state, load_tokenizer)
     val_tokens = load_tokens(data_dir, "val")
     x, y = Batches(val_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed=cfg.SEED).next()  # (B, T) each
     tokenizer = load_tokenizer(data_dir)
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex2_no_causal_mask")
     results = {}
     for name, variant in VARIANTS.items():
-        summary = run_train([*SETTINGS, *settings, variant], out_dir / name)
+        summary = train_chapter([*SETTINGS, *settings, variant], out_dir / name)
         last = [r["train_loss"] for r in read_metrics(out_dir / name / "metrics.jsonl")][-10:]
         results[name] = {"train_loss": sum(last) / len(last), "unigram_loss": summary["unigram_loss"],
                          **evaluate(summary["checkpoint"])}

@@ -28,12 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
-from common.config import in_repo
 from common.errors import run_main
 from common.exercises import print_measured
+from common.files import in_repo
 from common.tokens import load_tokens
 from phase1_foundation.project1_gpt.download_data import END_OF_TEXT
-from phase1_foundation.project1_gpt.exercises import parse_args, run_train
+from phase1_foundation.project1_gpt.exercises import parse_args, train_chapter
 from phase1_foundation.project1_gpt.tokenizer import load_tokenizer
 
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex3_char_vs_bpe")
     results = {}
     for tokenizer in ("char", "bpe"):
-        summary = run_train([*settings, f"--TOKENIZER={tokenizer}"], out_dir / tokenizer)
+        summary = train_chapter([*settings, f"--TOKENIZER={tokenizer}"], out_dir / tokenizer)
         tokens, characters = val_characters(in_repo(summary["data_dir"]))
         to_bits_per_character = tokens / characters / math.log(2)  # x nats per token
         results[tokenizer] = {

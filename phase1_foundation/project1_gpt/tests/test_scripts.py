@@ -125,7 +125,7 @@ def test_sweep_gives_each_candidate_the_same_time_and_reports_its_gap_below_the_
         steps = int(next(s for s in settings if s.startswith("--MAX_ITERS="))[12:])
         return {"steps": steps, "val_loss": 5.0 - seed / 100, "bigram_loss": 5.3}
 
-    monkeypatch.setattr(sweep, "run_training", fake_training)
+    monkeypatch.setattr(sweep, "train_in_new_process", fake_training)
     results = sweep.main(["--SEEDS=1,3", "narrow-lr1e-3", "narrow-lr2e-3"])  # narrow-lr1e-3: the same size
     steps = {out.name: next(s for s in settings if s.startswith("--MAX_ITERS=")) for settings, out in calls}
     assert steps == {f"narrow-lr{lr}-seed{seed}": "--MAX_ITERS=2400" for lr in ("1e-3", "2e-3")

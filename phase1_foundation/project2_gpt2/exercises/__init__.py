@@ -7,8 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from common import checkpoint as ckpt
-from common.exercises import exercise_args
-from common.metrics import run_training
+from common.exercises import exercise_args, train_in_new_process
 from phase1_foundation.project2_gpt2.model import PREFIX
 
 
@@ -18,10 +17,10 @@ def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
     return exercise_args(argv, "project2", name)
 
 
-def run_train(settings: list[str], out_dir: Path) -> dict:
+def train_chapter(settings: list[str], out_dir: Path) -> dict:
     """Run the chapter's train.py with `settings` into out_dir, exactly as from the shell, and return the
     summary it leaves there (val_loss, unigram_loss, checkpoint, ...)."""
-    return run_training("phase1_foundation.project2_gpt2.train", settings, out_dir)
+    return train_in_new_process("phase1_foundation.project2_gpt2.train", settings, out_dir)
 
 
 def find_or_train(cfg: SimpleNamespace, settings: list[str], out_dir: Path) -> Path:
@@ -34,4 +33,4 @@ def find_or_train(cfg: SimpleNamespace, settings: list[str], out_dir: Path) -> P
         if any(folder.glob(f"{PREFIX}_iter*.pt")):
             return ckpt.find_checkpoint("latest", folder, PREFIX)
     print(f"no checkpoint in {cfg.OUT_DIR} yet: training one first, into {out_dir / 'gpt2'}")
-    return Path(run_train(settings, out_dir / "gpt2")["checkpoint"])
+    return Path(train_chapter(settings, out_dir / "gpt2")["checkpoint"])

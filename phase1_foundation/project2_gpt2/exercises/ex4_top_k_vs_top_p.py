@@ -30,11 +30,11 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from common import checkpoint as ckpt
 from common.config import load_config
 from common.device import seed_everything
 from common.errors import CourseError, run_main
 from common.exercises import print_measured
+from common.run import checkpoint_tokenizer
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.exercises import find_or_train, parse_args
 from phase1_foundation.project2_gpt2.generate import filter_logits, generate
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
     top_k, top_p = cfg.TOP_K or DEFAULT_TOP_K, cfg.TOP_P
     filters = {"top_k": {"top_k": top_k}, "top_p": {"top_p": top_p}}  # generate()'s arguments for each
     model, state = GPT.from_checkpoint(find_or_train(cfg, settings, out_dir), device=cfg.DEVICE)
-    tokenizer = ckpt.checkpoint_tokenizer(state, load_tokenizer)
+    tokenizer = checkpoint_tokenizer(state, load_tokenizer)
     device = torch.device(cfg.DEVICE)
     seed_everything(cfg.SEED)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from common.config import REPO_ROOT
 from common.errors import CourseError
+from common.files import REPO_ROOT
 from common.tokenizers import Tokenizer
 from phase1_foundation.project2_gpt2 import tokenizer as tokenizer_module
 from phase1_foundation.project2_gpt2.tokenizer import (

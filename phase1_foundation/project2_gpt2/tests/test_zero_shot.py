@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from common import checkpoint as ckpt
-from common.config import in_repo
 from common.corpora import open_corpus
+from common.files import in_repo
+from common.run import checkpoint_tokenizer
 from common.tokens import read_meta
 from phase1_foundation.project2_gpt2 import train, zero_shot
 from phase1_foundation.project2_gpt2.hf_weights import to_hf
@@ -145,7 +145,7 @@ def test_passages_come_from_held_out_documents_only(run):
 
 def test_an_hf_folder_of_the_same_weights_gives_the_same_numbers(run, tmp_path):
     model, state = GPT.from_checkpoint("latest", run.out_dir)
-    tokenizer = ckpt.checkpoint_tokenizer(state, load_tokenizer)
+    tokenizer = checkpoint_tokenizer(state, load_tokenizer)
     to_hf(model, tmp_path, eos_id=tokenizer.eot_id)
     tokenizer.save(tmp_path)
     ours, theirs = run.results, zero_shot.main([*run.args, f"--HF_DIR={tmp_path}"])

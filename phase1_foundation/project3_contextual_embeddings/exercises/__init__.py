@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import torch
 
 from common import checkpoint as ckpt
-from common.exercises import exercise_args
-from common.metrics import run_training
+from common.device import device_here, settings_on
+from common.exercises import exercise_args, train_in_new_process
+from common.run import checkpoint_data_dir
 from phase1_foundation.project3_contextual_embeddings.download_data import load_split
 from phase1_foundation.project3_contextual_embeddings.model import BERT, PREFIX
 from phase1_foundation.project3_contextual_embeddings.objectives import evaluate, validation_batches
@@ -23,18 +24,18 @@ def parse_args(argv: list[str] | None, name: str) -> tuple[Path, list[str]]:
     return exercise_args(argv, "project3", name)
 
 
-def run_train(settings: list[str], out_dir: Path) -> dict:
+def train_chapter(settings: list[str], out_dir: Path) -> dict:
     """Run the chapter's train.py with `settings` into out_dir, exactly as from the shell, and return the
     summary it leaves there (val_mask_loss, val_mask_accuracy, the baselines', checkpoint, ...)."""
-    return run_training("phase1_foundation.project3_contextual_embeddings.train", settings, out_dir)
+    return train_in_new_process("phase1_foundation.project3_contextual_embeddings.train", settings, out_dir)
 
 
 def load_run(checkpoint: str | Path, device: str | None = None) -> tuple[BERT, SimpleNamespace, Path]:
-    """A run's model (in eval mode, on `device`, else on ckpt.device_here's choice: never on a device this
+    """A run's model (in eval mode, on `device`, else on device_here's choice: never on a device this
     machine lacks), its settings with that DEVICE, and its prepared-data folder."""
     model, state = BERT.from_checkpoint(checkpoint)
-    here = ckpt.device_here(state, device)
-    return model.to(here), ckpt.settings_on(state, here), ckpt.checkpoint_data_dir(state, load_tokenizer)
+    here = device_here(state, device)
+    return model.to(here), settings_on(state, here), checkpoint_data_dir(state, load_tokenizer)
 
 
 def evaluate_run(checkpoint: str | Path, **changes) -> dict:
@@ -56,4 +57,4 @@ def find_or_train(cfg: SimpleNamespace, settings: list[str], out_dir: Path,
     if cfg.CHECKPOINT != "latest" or any(Path(cfg.OUT_DIR).glob(f"{PREFIX}_iter*.pt")):
         return ckpt.find_checkpoint(cfg.CHECKPOINT, Path(cfg.OUT_DIR), PREFIX)
     print(f"no checkpoint in {cfg.OUT_DIR} yet: training one first, into {out_dir / 'bert'}")
-    return Path(run_train([*extra, *settings], out_dir / "bert")["checkpoint"])
+    return Path(train_chapter([*extra, *settings], out_dir / "bert")["checkpoint"])

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from common.errors import run_main
 from common.exercises import print_measured
 from common.metrics import read_metrics
-from phase1_foundation.project3_contextual_embeddings.exercises import evaluate_run, parse_args, run_train
+from phase1_foundation.project3_contextual_embeddings.exercises import evaluate_run, parse_args, train_chapter
 
 MLM_PROBS = (0.15, 0.5)  # PAPER: BERT §3.1's rate, and the exercise's
 
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> dict:
     results = {}
     for prob in MLM_PROBS:
         run_dir = out_dir / f"mlm_prob_{prob}"
-        summary = run_train([*settings, f"--MLM_PROB={prob}"], run_dir)
+        summary = train_chapter([*settings, f"--MLM_PROB={prob}"], run_dir)
         train_losses = [r["train_mlm_loss"] for r in read_metrics(run_dir / "metrics.jsonl")]
         at_15 = evaluate_run(summary["checkpoint"], MLM_PROB=0.15)  # the same pairs and masks for both runs
         results[prob] = {"val_mask_loss": summary["val_mask_loss"],  # at [MASK]: where context is needed

@@ -22,7 +22,7 @@ from common.exercises import print_measured
 from phase1_foundation.project3_contextual_embeddings.exercises import (
     evaluate_run,
     parse_args,
-    run_train,
+    train_chapter,
 )
 from phase1_foundation.project3_contextual_embeddings.pretraining_data import KINDS
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex2_no_random_branch")
     results = {}
     for name, (_, variant) in VARIANTS.items():
-        summary = run_train([*settings, *variant], out_dir / name)
+        summary = train_chapter([*settings, *variant], out_dir / name)
         # Both final models on the same validation pairs, masked the paper's way, by what they saw there.
         paper_masks = evaluate_run(summary["checkpoint"], MASK_TOKEN_SHARE=0.8, RANDOM_TOKEN_SHARE=0.1)
         results[name] = {"val_mlm_loss": summary["val_mlm_loss"],

@@ -27,7 +27,7 @@ from common.metrics import read_metrics
 from phase1_foundation.project3_contextual_embeddings.exercises import (
     evaluate_run,
     parse_args,
-    run_train,
+    train_chapter,
 )
 
 VARIANTS = {"nsp": ("MLM + NSP (BERT)", "--USE_NSP=true"),
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex4_no_nsp")
     results, curves = {}, {}
     for name, (_, variant) in VARIANTS.items():
-        summary = run_train([*settings, variant], out_dir / name)
+        summary = train_chapter([*settings, variant], out_dir / name)
         records = read_metrics(out_dir / name / "metrics.jsonl")
         curves[name] = {r["step"]: r["val_mask_accuracy"] for r in records if "val_mask_accuracy" in r}
         contiguous = evaluate_run(summary["checkpoint"], USE_NSP=False)  # the same pairs and masks for both

@@ -30,7 +30,7 @@ does either run's attention on the neighbouring tokens leave the even spread, an
 from common.errors import run_main
 from common.exercises import print_measured
 from common.metrics import read_metrics
-from phase1_foundation.project3_contextual_embeddings.exercises import parse_args, run_train
+from phase1_foundation.project3_contextual_embeddings.exercises import parse_args, train_chapter
 
 VARIANTS = {"learned": "learned table (BERT)", "rotary": "rotary (RoFormer)"}
 OFFSETS = {"prev": "previous token", "next": "next token"}
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> dict:
     out_dir, settings = parse_args(argv, "ex6_learned_vs_rotary")
     summaries, curves, attention = {}, {}, {}
     for name in VARIANTS:
-        summaries[name] = run_train([*settings, f"--POSITIONS={name}"], out_dir / name)
+        summaries[name] = train_chapter([*settings, f"--POSITIONS={name}"], out_dir / name)
         records = read_metrics(out_dir / name / "metrics.jsonl")
         curves[name] = {r["step"]: r["val_mask_loss"] for r in records if "val_mask_loss" in r}
         # {"layer1_prev": {step: weight}, ..., "uniform": {step: weight}}, from the evaluation lines

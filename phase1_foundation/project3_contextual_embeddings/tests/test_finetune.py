@@ -289,7 +289,7 @@ def test_a_download_that_does_not_match_its_pin_leaves_nothing(server, tmp_path,
 
 def test_the_pins_are_the_published_ones():
     """The sizes and sha256 tensorflow-datasets publishes (../shared/data/downstream_checksums.tsv)."""
-    from common.config import REPO_ROOT
+    from common.files import REPO_ROOT
 
     published = REPO_ROOT.parent / "shared" / "data" / "downstream_checksums.tsv"
     if not published.exists():

@@ -143,7 +143,7 @@ def test_sweep_gives_each_candidate_the_preset_time_and_reports_seeds(tmp_path, 
         return {"steps": 1, "val_mask_loss": 5.0 - seed / 100, "val_unigram_mask_loss": 7.0,
                 "val_bigram_mask_loss": 4.5, "val_mask_accuracy": 0.2, "val_unigram_mask_accuracy": 0.04}
 
-    monkeypatch.setattr(sweep, "run_training", fake_training)
+    monkeypatch.setattr(sweep, "train_in_new_process", fake_training)
     monkeypatch.setattr(sweep, "shared_targets", lambda summary, out_dir: {
         f"shared_{key[4:]}": value for key, value in summary.items() if key.startswith("val_")})
     results = sweep.main(["--MINUTES=preset", "--SEEDS=1,3", sweep.PRESET_CANDIDATE, "no-dropout"])

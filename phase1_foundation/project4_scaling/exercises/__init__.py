@@ -8,9 +8,9 @@ checkpoints/project4/exercises/); like train.py, they skip the runs a folder alr
 import sys
 from pathlib import Path
 
-from common.config import in_repo, parse_overrides
-from common.exercises import exercise_args
-from common.metrics import run_training
+from common.config import parse_overrides
+from common.exercises import exercise_args, train_in_new_process
+from common.files import in_repo
 from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, read_results
 
 
@@ -32,5 +32,5 @@ def sweep(settings: list[str], out_dir: Path) -> list[dict]:
     """Run the chapter's train.py with `settings` into out_dir, exactly as from the shell, and return the
     rows of the results file it leaves there, one per run. Finished runs are not trained again, so a second
     call only reads the file."""
-    summary = run_training("phase1_foundation.project4_scaling.train", settings, out_dir)
+    summary = train_in_new_process("phase1_foundation.project4_scaling.train", settings, out_dir)
     return read_results(in_repo(summary["results"]), fields=SWEEP_FIELDS)
