@@ -17,9 +17,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import pytest
 import torch
 
-from common.checkpoint import save_checkpoint
-from common.corpora import prepare_corpus
-from common.interrupt import GracefulInterrupt
+from common.data.corpora import prepare_corpus
+from common.training.checkpoint import save_checkpoint
+from common.training.interrupt import GracefulInterrupt
 
 
 @pytest.fixture(scope="session")

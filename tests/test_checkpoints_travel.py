@@ -13,8 +13,8 @@ import time
 import pytest
 import torch
 
-from common.checkpoint import load_checkpoint
 from common.files import REPO_ROOT
+from common.training.checkpoint import load_checkpoint
 from phase1_foundation.project1_gpt.model import KIND
 
 TINY = ["--DEVICE=cpu", "--PRESET=cpu", "--TOKENIZER=char", "--N_LAYER=2", "--N_HEAD=2", "--N_EMBD=32",

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from common import learn as learn_command
-from common import learn_check
-from common.learn_check import NOT_WRITTEN, all_tasks, compare, diagnose, functions_of
-from common.learn_source import get_function, replace_function, stub
+from common.course.learn import check as learn_check
+from common.course.learn import cli as learn_command
+from common.course.learn.check import NOT_WRITTEN, all_tasks, compare, diagnose, functions_of
+from common.course.learn.source import get_function, replace_function, stub
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = all_tasks(ROOT)
@@ -260,7 +260,7 @@ def test_bad_requests_end_in_one_line(clone, learn, tmp_path):
 def test_uv_run_learn_is_the_command():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
     module, _, function = scripts["learn"].partition(":")
-    assert module == "common.learn" and callable(getattr(learn_command, function))
+    assert module == "common.course.learn.cli" and callable(getattr(learn_command, function))
 
 
 def test_the_committed_course_holds_no_stub():

@@ -19,8 +19,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from common import download, dry_run
-from common.corpora import choose_corpus
+from common.data import download
+from common.data.corpora import choose_corpus
+from common.training import dry_run
 
 CHAPTERS = ("project1_gpt", "project2_gpt2", "project3_contextual_embeddings", "project4_scaling")
 EMBEDDED = "corpus: wiki-sample, embedded (no download)"
@@ -85,7 +86,7 @@ def test_the_gpu_preset_fits_a_4_gb_laptop_gpu_in_15_minutes(chapter, data_dir, 
 # resident memory before and during, and the dry run's estimate of what the step adds to the parameters.
 MEASURE = """
 import gc, json, sys
-from common import dry_run
+from common.training import dry_run
 from phase1_foundation.{chapter} import train
 
 def resident(key):

@@ -42,6 +42,54 @@ def test_chapters_import_only_themselves_and_common():
                     assert module.startswith(own), f"{path} imports {module}"
 
 
+ROOMS = ("data", "training", "course")  # common/'s rooms, in the order data flows
+
+
+def module_of(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def course_imports(path: Path) -> set[str]:
+    """The course's modules `path` imports (anywhere in it): `from common.data import tokens` is tokens."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                child = f"{node.module}.{alias.name}"
+                found.add(child if (ROOT / (child.replace(".", "/") + ".py")).exists() else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.split(".")[0] in ("common", "phase1_foundation")}
+
+
+def test_common_s_rooms_import_only_the_rooms_before_them_and_no_import_goes_round_in_a_circle():
+    paths = [*(ROOT / "common").rglob("*.py"),
+             *(p for p in (ROOT / "phase1_foundation").rglob("*.py") if "tests" not in p.parts)]
+    graph = {module_of(path): course_imports(path) - {module_of(path)} for path in paths}
+    def room(module: str) -> int:  # -1 for errors, files and progress, which every room uses
+        parts = module.split(".")
+        return ROOMS.index(parts[1]) if len(parts) > 2 and parts[1] in ROOMS else -1
+
+    for module, imports in graph.items():
+        if module.startswith("common."):
+            for imported in imports:
+                assert room(imported) <= room(module), f"{module} imports {imported}, from a later room"
+    state = {}  # module -> "open" while its imports are walked, "done" after
+
+    def walk(module, trail):
+        if state.get(module) == "open":
+            raise AssertionError("import circle: " + " -> ".join([*trail[trail.index(module):], module]))
+        if state.get(module) != "done":
+            state[module] = "open"
+            for imported in sorted(graph.get(module, ())):
+                walk(imported, [*trail, module])
+            state[module] = "done"
+
+    for module in sorted(graph):
+        walk(module, [])
+    assert {"common.data.tokens", "common.training.run", "common.course.learn.cli"} <= set(graph)
+
+
 @pytest.mark.parametrize("how", ["script", "module"])
 @pytest.mark.parametrize("chapter, paper", [("project1_gpt", "PAPER: GPT-1"),
                                             ("project2_gpt2", "PAPER: GPT-2"),

@@ -35,7 +35,7 @@ import psutil
 import torch
 from torch.nn import functional as F
 
-from common.device import synchronize
+from common.training.device import synchronize
 
 BATCH, HEADS, HEAD_SIZE = 1, 8, 64  # one layer of a model 512 wide, one sequence
 MiB = 2**20

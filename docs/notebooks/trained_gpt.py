@@ -20,10 +20,10 @@ from torch.nn import functional as F
 from tqdm.auto import tqdm
 
 import phase1_foundation
-from common import checkpoint as ckpt
-from common.corpora import prepare_corpus
-from common.run import checkpoint_tokenizer
-from common.tokenizers import CharTokenizer, Tokenizer
+from common.data.corpora import prepare_corpus
+from common.data.tokenizers import CharTokenizer, Tokenizer
+from common.training import checkpoint as ckpt
+from common.training.run import checkpoint_tokenizer
 from phase1_foundation.project1_gpt.model import GPT, PREFIX, CausalSelfAttention, GPTConfig
 from phase1_foundation.project1_gpt.tokenizer import load_tokenizer
 

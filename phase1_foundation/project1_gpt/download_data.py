@@ -16,14 +16,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-from common.config import load_config
-from common.corpora import choose_corpus, open_corpus, prepare_corpus
+from common.data.corpora import choose_corpus, open_corpus, prepare_corpus
+from common.data.sentences import document_sentences
+from common.data.tokenizers import CharTokenizer, SentencePieceTokenizer
+from common.data.tokens import read_meta, write_token_files
 from common.errors import CourseError, run_main
 from common.files import write_atomic
 from common.progress import say_how_long
-from common.sentences import document_sentences
-from common.tokenizers import CharTokenizer, SentencePieceTokenizer
-from common.tokens import read_meta, write_token_files
+from common.training.config import load_config
 from phase1_foundation.project1_gpt import config
 
 # Fixed ids 0..4. GPT-1 added its start, delimiter and extract tokens for fine-tuning (§3.3); we reserve them

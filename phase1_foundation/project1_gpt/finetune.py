@@ -38,15 +38,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from common.baselines import bigram_log_probs
-from common.config import load_config
-from common.device import autocast, describe, seed_everything
+from common.data.tokenizers import Tokenizer
+from common.data.tokens import load_tokens
 from common.errors import CourseError, run_main
-from common.optim import adamw, set_lr, warmup_linear
 from common.progress import progress
-from common.run import checkpoint_data_dir
-from common.tokenizers import Tokenizer
-from common.tokens import load_tokens
+from common.training.baselines import bigram_log_probs
+from common.training.config import load_config
+from common.training.device import autocast, describe, seed_everything
+from common.training.optim import adamw, set_lr, warmup_linear
+from common.training.run import checkpoint_data_dir
 from phase1_foundation.project1_gpt import config
 from phase1_foundation.project1_gpt.download_data import Question, load_questions, prepare_questions
 from phase1_foundation.project1_gpt.model import GPT, IGNORE

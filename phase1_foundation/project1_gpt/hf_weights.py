@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from common.errors import CourseError
-from common.hf import read_hf_config, read_hf_weights
+from common.training.hf import read_hf_config, read_hf_weights
 from phase1_foundation.project1_gpt.model import GPT, GPTConfig
 
 _HF_PREFIXES = {"wte.": "tokens_embed.", "wpe.": "positions_embed.", "blocks.": "h."}

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
-from common.config import load_config
-from common.device import describe, seed_everything
 from common.errors import run_main
-from common.run import checkpoint_tokenizer
+from common.training.config import load_config
+from common.training.device import describe, seed_everything
+from common.training.run import checkpoint_tokenizer
 from phase1_foundation.project1_gpt import config
 from phase1_foundation.project1_gpt.generate import generate
 from phase1_foundation.project1_gpt.hf_weights import from_hf

@@ -24,10 +24,10 @@ import json
 import statistics
 import sys
 
+from common.course.exercises import train_in_new_process
 from common.errors import CourseError, run_main
-from common.exercises import train_in_new_process
 from common.files import REPO_ROOT
-from common.metrics import read_metrics
+from common.training.metrics import read_metrics
 from phase1_foundation.project1_gpt.config import PRESETS
 
 MODULE = "phase1_foundation.project1_gpt.train"

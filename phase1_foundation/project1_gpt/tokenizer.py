@@ -1,11 +1,12 @@
 """GPT-1's released vocabulary: the 40,478-token BPE that OpenAI published with the weights, so that the
 original model (`hf_weights.from_hf`, `sample.py --HF_DIR`) reads the same ids it was trained on.
 
-Our own runs train a SentencePiece BPE on our corpus instead (common/tokenizers.py); load_tokenizer below
+Our own runs train a SentencePiece BPE on our corpus instead (common/data/tokenizers.py); load_tokenizer below
 reads either, recognising the released vocabulary by its files.
 
 Read top to bottom: GPT1BPETokenizer -> load_tokenizer. The text is first normalised and split into words
-the way transformers does without OpenAI's ftfy and spaCy: by BERT's basic tokenizer (common/tokenizers.py).
+the way transformers does without OpenAI's ftfy and spaCy: by BERT's basic tokenizer
+(common/data/tokenizers.py).
 """
 
 import functools
@@ -14,9 +15,9 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from common.data.tokenizers import Tokenizer, basic_normalize, basic_words
+from common.data.tokenizers import load_tokenizer as load_trained_tokenizer
 from common.files import write_atomic
-from common.tokenizers import Tokenizer, basic_normalize, basic_words
-from common.tokenizers import load_tokenizer as load_trained_tokenizer
 
 # --- GPT-1's BPE --------------------------------------------------------------------------------------------
 
@@ -97,7 +98,8 @@ class GPT1BPETokenizer:
 
 
 def load_tokenizer(folder: Path) -> Tokenizer:
-    """GPT-1's released vocabulary if `folder` holds it, else the tokenizer we trained (common/tokenizers.py).
+    """GPT-1's released vocabulary if `folder` holds it, else the tokenizer we trained
+    (common/data/tokenizers.py).
 
     GPT-1's files are looked for first: a transformers folder may also hold a tokenizer.json of its own, which
     is not ours.

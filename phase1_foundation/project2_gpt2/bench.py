@@ -10,8 +10,8 @@ sides take turns, ours then theirs, for several rounds after a warm-up one, so t
 halfway hurts both alike; the median round counts.
 
 1. Training: whole steps as train.py takes them, forward under the same autocast (fp32 on a CPU, bf16 on a
-   recent GPU), loss, backward, clipping, the same AdamW (common/optim.py), zero_grad, on the same batches of
-   random tokens (the speed of a step does not depend on what the tokens say).
+   recent GPU), loss, backward, clipping, the same AdamW (common/training/optim.py), zero_grad, on the same
+   batches of random tokens (the speed of a step does not depend on what the tokens say).
 2. Generation: greedy, one prompt of random tokens, the same number of new tokens, in fp32 on every device
    (as sample.py generates); ours with its KV cache, theirs with `generate(use_cache=True, do_sample=False)`.
    Both must write the same tokens: a check that the race is between two equal models.
@@ -31,10 +31,10 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from common.config import load_config
-from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything, synchronize
 from common.errors import run_main
-from common.optim import adamw
+from common.training.config import load_config
+from common.training.device import autocast, describe, enable_tf32, grad_scaler, seed_everything, synchronize
+from common.training.optim import adamw
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.download_data import auto_vocab_size
 from phase1_foundation.project2_gpt2.generate import generate

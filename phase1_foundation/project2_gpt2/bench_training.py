@@ -14,8 +14,8 @@ The reference side is written here from that description: nanoGPT's model choice
 in Linear and LayerNorm, exact GELU, F.scaled_dot_product_attention, tied head), its optimizer as a CPU gets
 it (torch.optim.AdamW without foreach or fused: the one-tensor-at-a-time update), and its batches (the token
 file opened as a memmap on every call, windows sliced and stacked). Ours is train.py's own step
-(parallel.optimizer_step, which train.py calls: common/tokens.py's Batches, the model of model.py, clipping,
-common/optim.py's AdamW).
+(parallel.optimizer_step, which train.py calls: common/data/tokens.py's Batches, the model of model.py,
+clipping, common/training/optim.py's AdamW).
 
 The two models differ by design, and the differences cost ours: GPT-2 has biases (a few more parameters, a
 bias gradient per layer) and GELU's tanh form, which the released weights expect. Both sides read the same
@@ -34,12 +34,12 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from common.config import load_config
-from common.device import describe, grad_scaler, seed_everything
+from common.data.tokens import Batches
 from common.errors import run_main
-from common.metrics import matmul_flops
-from common.optim import adamw, set_lr, warmup_cosine
-from common.tokens import Batches
+from common.training.config import load_config
+from common.training.device import describe, grad_scaler, seed_everything
+from common.training.metrics import matmul_flops
+from common.training.optim import adamw, set_lr, warmup_cosine
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.bench import race, report
 from phase1_foundation.project2_gpt2.model import GPT, GPTConfig

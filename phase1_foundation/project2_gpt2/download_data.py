@@ -13,11 +13,11 @@ which builds its last-word task from the held-out documents that meta.json lists
 from pathlib import Path
 from types import SimpleNamespace
 
-from common.config import load_config
-from common.corpora import Corpus, choose_corpus, prepare_corpus
+from common.data.corpora import Corpus, choose_corpus, prepare_corpus
+from common.data.tokens import read_meta, write_token_files
 from common.errors import CourseError, run_main
 from common.progress import say_how_long
-from common.tokens import read_meta, write_token_files
+from common.training.config import load_config
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.tokenizer import ByteBPETokenizer, gpt2_files, load_tokenizer
 

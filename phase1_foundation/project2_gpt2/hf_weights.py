@@ -17,7 +17,7 @@ from torch import Tensor
 
 from common.errors import CourseError
 from common.files import write_atomic
-from common.hf import read_hf_config, read_hf_weights
+from common.training.hf import read_hf_config, read_hf_weights
 from phase1_foundation.project2_gpt2.model import GPT, GPTConfig
 
 _CONV1D_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")

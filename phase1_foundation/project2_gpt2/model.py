@@ -20,8 +20,8 @@ import torch.nn as nn
 from torch import Tensor
 from torch.nn import functional as F
 
-from common import checkpoint as ckpt
 from common.errors import CourseError
+from common.training import checkpoint as ckpt
 
 IGNORE = -100  # a target F.cross_entropy leaves out (its ignore_index)
 

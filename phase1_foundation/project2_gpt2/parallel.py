@@ -16,10 +16,10 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from common import checkpoint as ckpt
-from common.device import autocast
-from common.interrupt import GracefulInterrupt
-from common.tokens import Batches
+from common.data.tokens import Batches
+from common.training import checkpoint as ckpt
+from common.training.device import autocast
+from common.training.interrupt import GracefulInterrupt
 from phase1_foundation.project2_gpt2.model import GPT
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import torch
 
-from common.config import load_config
-from common.device import describe, seed_everything, synchronize
 from common.errors import CourseError, run_main
-from common.run import checkpoint_tokenizer
+from common.training.config import load_config
+from common.training.device import describe, seed_everything, synchronize
+from common.training.run import checkpoint_tokenizer
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.generate import generate
 from phase1_foundation.project2_gpt2.hf_weights import from_hf

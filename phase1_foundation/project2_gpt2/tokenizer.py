@@ -33,7 +33,7 @@ from pathlib import Path
 
 import regex
 
-from common.download import download
+from common.data.download import download
 from common.errors import CourseError
 from common.files import write_atomic
 from common.progress import progress_bar

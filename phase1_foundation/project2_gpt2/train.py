@@ -26,16 +26,19 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from common import checkpoint as ckpt
-from common import dry_run, reference
-from common.baselines import bigram_cross_entropy, unigram_cross_entropy
-from common.config import load_config
-from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
+from common.course import reference
+from common.course.learn.check import refuse_stubs
+from common.data.tokens import Batches, load_tokens, read_meta
 from common.errors import run_main
 from common.files import portable
-from common.interrupt import GracefulInterrupt
-from common.learn_check import refuse_stubs
-from common.metrics import (
+from common.progress import progress
+from common.training import checkpoint as ckpt
+from common.training import dry_run
+from common.training.baselines import bigram_cross_entropy, unigram_cross_entropy
+from common.training.config import load_config
+from common.training.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
+from common.training.interrupt import GracefulInterrupt
+from common.training.metrics import (
     MetricsLog,
     check_finite,
     matmul_flops,
@@ -45,10 +48,8 @@ from common.metrics import (
     read_metrics,
     save_summary,
 )
-from common.optim import adamw, set_lr, warmup_cosine
-from common.progress import progress
-from common.run import TrainingRun
-from common.tokens import Batches, load_tokens, read_meta
+from common.training.optim import adamw, set_lr, warmup_cosine
+from common.training.run import TrainingRun
 from phase1_foundation.project2_gpt2 import config, parallel
 from phase1_foundation.project2_gpt2.download_data import prepare
 from phase1_foundation.project2_gpt2.generate import generate

@@ -19,7 +19,8 @@ here on the held-out documents of the prepared corpus, the ones meta.json lists 
 2. Perplexity of held-out text (WikiText-103-style): the held-out documents joined by <|endoftext|>, scored
    token by token, in nats per token, as a perplexity, and in bits per byte, which any two tokenizers can be
    compared on: our small BPE model and GPT-2's 50,257-token vocabulary on the same text. For our own model
-   the unigram and bigram models of common/baselines.py, counted on its training tokens, are scored beside it.
+   the unigram and bigram models of common/training/baselines.py, counted on its training tokens, are scored
+   beside it.
 
 Passages and text are encoded with the model's own tokenizer, so an HF folder of the real GPT-2 is scored on
 exactly the passages and documents ours is.
@@ -51,16 +52,16 @@ import regex
 import torch
 import torch.nn.functional as F
 
-from common import checkpoint as ckpt
-from common.baselines import bigram_cross_entropy, unigram_cross_entropy
-from common.config import load_config
-from common.corpora import open_corpus
-from common.device import describe, seed_everything
+from common.data.corpora import open_corpus
+from common.data.sentences import document_sentences, split_paragraphs, split_sentences
+from common.data.tokens import load_tokens, read_meta
 from common.errors import CourseError, run_main
 from common.files import portable
-from common.run import checkpoint_data_dir
-from common.sentences import document_sentences, split_paragraphs, split_sentences
-from common.tokens import load_tokens, read_meta
+from common.training import checkpoint as ckpt
+from common.training.baselines import bigram_cross_entropy, unigram_cross_entropy
+from common.training.config import load_config
+from common.training.device import describe, seed_everything
+from common.training.run import checkpoint_data_dir
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.download_data import prepare
 from phase1_foundation.project2_gpt2.generate import generate

@@ -6,10 +6,10 @@
 Why: the chapter builds BERT from scratch, and a from-scratch model that trains slower than the library's is
 a cost every learner pays on every run. This measures it. Both models start from the same weights (checked:
 the same loss on the first batch) and take whole training steps as train.py does: forward under the same
-autocast, loss, backward, clipping at 1.0, the same AdamW (common/optim.py), zero_grad. They alternate,
-ours then theirs, for several rounds after a warm-up one, so a machine that gets busier halfway hurts both
-alike; the median round counts. The batches are the chapter's own PairBatches over a synthetic corpus
-(random tokens in random-length sentences and documents), built before the clock starts, so no prepared
+autocast, loss, backward, clipping at 1.0, the same AdamW (common/training/optim.py), zero_grad. They
+alternate, ours then theirs, for several rounds after a warm-up one, so a machine that gets busier halfway
+hurts both alike; the median round counts. The batches are the chapter's own PairBatches over a synthetic
+corpus (random tokens in random-length sentences and documents), built before the clock starts, so no prepared
 data is needed. Any config.py name can be changed (--NAME=value); the default shape is the cpu preset's,
 trained as BERT was (dropout 0.1, MLM + NSP, 15% of tokens chosen): what BertForPreTraining computes.
 """
@@ -25,10 +25,10 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from common.config import load_config
-from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything, synchronize
 from common.errors import run_main
-from common.optim import adamw
+from common.training.config import load_config
+from common.training.device import autocast, describe, enable_tf32, grad_scaler, seed_everything, synchronize
+from common.training.optim import adamw
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import PAD_ID
 from phase1_foundation.project3_contextual_embeddings.model import BERT, LN_EPS, BertConfig, _hf_tensor
@@ -93,7 +93,7 @@ def their_loss(model: transformers.BertForPreTraining, batch: dict, use_nsp: boo
 
 def training_step(model: torch.nn.Module, loss_fn, cfg: SimpleNamespace, device: torch.device):
     """train.py's step for one model, as a function of the batch: forward and loss under autocast, backward,
-    clipping, AdamW (common/optim.py), zero_grad."""
+    clipping, AdamW (common/training/optim.py), zero_grad."""
     optimizer = adamw(model, cfg.LEARNING_RATE, cfg.WEIGHT_DECAY, cfg.BETAS, device)
     scaler = grad_scaler(device)  # active only for fp16 (older GPUs), as in train.py
 

@@ -23,13 +23,13 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from common.config import load_config
-from common.corpora import choose_corpus, prepare_corpus
+from common.data.corpora import choose_corpus, prepare_corpus
+from common.data.sentences import document_sentences
+from common.data.tokenizers import SentencePieceTokenizer, Tokenizer
+from common.data.tokens import SPLITS, SplitWriter, read_meta
 from common.errors import CourseError, run_main
 from common.progress import progress_bar, say_how_long
-from common.sentences import document_sentences
-from common.tokenizers import SentencePieceTokenizer, Tokenizer
-from common.tokens import SPLITS, SplitWriter, read_meta
+from common.training.config import load_config
 from phase1_foundation.project3_contextual_embeddings import config
 
 # PAPER: BERT §3 uses [CLS] to open every input and [SEP] to close each segment; [MASK] stands in for the
@@ -86,10 +86,11 @@ def write_sentence_files(
 ) -> dict:
     """Encode `documents` sentence by sentence into the files listed at the top; return the meta dict.
 
-    Documents go whole to train or val by the rule chapter 1's token files follow (common.tokens.SplitWriter):
-    val pairs come from documents training never saw, and a NotNext B, drawn from another document of the same
-    split, too. Documents of one sentence give no IsNext pair but still serve masked LM and NotNext: kept.
-    Empty ones are written nowhere (their index still counts in val_documents). Tokens are streamed to disk;
+    Documents go whole to train or val by the rule chapter 1's token files follow
+    (common.data.tokens.SplitWriter): val pairs come from documents training never saw, and a NotNext B, drawn
+    from another document of the same split, too. Documents of one sentence give no IsNext pair but still
+    serve masked LM and NotNext: kept. Empty ones are written nowhere (their index still counts in
+    val_documents). Tokens are streamed to disk;
     only the offsets stay in memory.
     """
     sentences = {split: array("q", [0]) for split in SPLITS}  # offsets into each split's tokens

@@ -54,11 +54,11 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from common.config import load_config
-from common.device import describe, seed_everything
+from common.data.tokenizers import Tokenizer
 from common.errors import CourseError, run_main
-from common.run import checkpoint_data_dir
-from common.tokenizers import Tokenizer
+from common.training.config import load_config
+from common.training.device import describe, seed_everything
+from common.training.run import checkpoint_data_dir
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import (
     encode_sentence,

@@ -40,16 +40,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from common.checkpoint import find_checkpoint
-from common.config import load_config
-from common.device import autocast, describe, grad_scaler, seed_everything
+from common.data.tokenizers import Tokenizer
 from common.errors import CourseError, run_main
 from common.files import portable, write_atomic
-from common.interrupt import GracefulInterrupt
-from common.optim import adamw, set_lr, warmup_linear
 from common.progress import progress_bar
-from common.run import checkpoint_tokenizer
-from common.tokenizers import Tokenizer
+from common.training.checkpoint import find_checkpoint
+from common.training.config import load_config
+from common.training.device import autocast, describe, grad_scaler, seed_everything
+from common.training.interrupt import GracefulInterrupt
+from common.training.optim import adamw, set_lr, warmup_linear
+from common.training.run import checkpoint_tokenizer
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import encode_sentence
 from phase1_foundation.project3_contextual_embeddings.finetune_data import Example, Task, load_task

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from common.download import download, extract_member
+from common.data.download import download, extract_member
 from common.errors import CourseError
 
 

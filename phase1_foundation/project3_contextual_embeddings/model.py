@@ -26,9 +26,9 @@ import torch.nn as nn
 from torch import Tensor
 from torch.nn import functional as F
 
-from common import checkpoint as ckpt
 from common.errors import CourseError
-from common.hf import read_hf_config, read_hf_weights
+from common.training import checkpoint as ckpt
+from common.training.hf import read_hf_config, read_hf_weights
 
 LN_EPS = 1e-12  # google-research/bert modeling.py layer_norm (transformers' BERT: layer_norm_eps=1e-12)
 

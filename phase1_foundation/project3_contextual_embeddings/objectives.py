@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from common.device import autocast
+from common.training.device import autocast
 from phase1_foundation.project3_contextual_embeddings.model import BERT
 from phase1_foundation.project3_contextual_embeddings.pretraining_data import (
     KINDS,

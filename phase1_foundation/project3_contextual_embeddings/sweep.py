@@ -32,10 +32,10 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from common.course.exercises import train_in_new_process
 from common.errors import CourseError, run_main
-from common.exercises import train_in_new_process
 from common.files import REPO_ROOT, in_repo
-from common.metrics import read_metrics
+from common.training.metrics import read_metrics
 from phase1_foundation.project3_contextual_embeddings.baselines import Baselines
 from phase1_foundation.project3_contextual_embeddings.config import BERT_TRAINING, PRESETS
 from phase1_foundation.project3_contextual_embeddings.download_data import load_split

@@ -2,11 +2,11 @@
 bert-base-uncased, vocab.txt), so that the original model (`BERT.from_hf`, `embed.py --HF_DIR`) reads the same
 ids it was trained on.
 
-Our own runs train a SentencePiece BPE on our corpus instead, as in chapter 1 (common/tokenizers.py);
+Our own runs train a SentencePiece BPE on our corpus instead, as in chapter 1 (common/data/tokenizers.py);
 load_tokenizer below reads either, recognising the released vocabulary by its file.
 
 Read top to bottom: WordPieceTokenizer -> load_tokenizer. Before the vocabulary is used, BERT's basic
-tokenizer (common/tokenizers.py) cleans, lowercases and splits the text into words.
+tokenizer (common/data/tokenizers.py) cleans, lowercases and splits the text into words.
 """
 
 import functools
@@ -14,10 +14,10 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from common.data.tokenizers import Tokenizer, basic_normalize, basic_words
+from common.data.tokenizers import load_tokenizer as load_trained_tokenizer
 from common.errors import CourseError
 from common.files import write_atomic
-from common.tokenizers import Tokenizer, basic_normalize, basic_words
-from common.tokenizers import load_tokenizer as load_trained_tokenizer
 
 # --- WordPiece ----------------------------------------------------------------------------------------------
 
@@ -102,7 +102,8 @@ class WordPieceTokenizer:
 
 
 def load_tokenizer(folder: Path) -> Tokenizer:
-    """BERT's released vocabulary if `folder` holds it, else the tokenizer we trained (common/tokenizers.py).
+    """BERT's released vocabulary if `folder` holds it, else the tokenizer we trained
+    (common/data/tokenizers.py).
 
     vocab.txt is looked for first: a transformers folder may also hold a tokenizer.json of its own, which is
     not ours.

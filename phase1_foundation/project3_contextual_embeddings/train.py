@@ -22,18 +22,19 @@ from types import SimpleNamespace
 
 import torch
 
-from common import dry_run, reference
-from common.config import load_config
-from common.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
+from common.course import reference
+from common.course.learn.check import refuse_stubs
+from common.data.tokens import read_meta
 from common.errors import run_main
 from common.files import portable
-from common.interrupt import GracefulInterrupt
-from common.learn_check import refuse_stubs
-from common.metrics import MetricsLog, check_finite, matmul_flops, plot_losses, save_summary
-from common.optim import adamw, set_lr, warmup_linear
 from common.progress import progress
-from common.run import TrainingRun
-from common.tokens import read_meta
+from common.training import dry_run
+from common.training.config import load_config
+from common.training.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
+from common.training.interrupt import GracefulInterrupt
+from common.training.metrics import MetricsLog, check_finite, matmul_flops, plot_losses, save_summary
+from common.training.optim import adamw, set_lr, warmup_linear
+from common.training.run import TrainingRun
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.baselines import Baselines
 from phase1_foundation.project3_contextual_embeddings.download_data import load_split, prepare

@@ -19,12 +19,12 @@ for: the tokens of its longest run against the tokens there are.
 from pathlib import Path
 from types import SimpleNamespace
 
-from common.config import load_config
-from common.corpora import choose_corpus, prepare_corpus
+from common.data.corpora import choose_corpus, prepare_corpus
+from common.data.tokenizers import CharTokenizer
+from common.data.tokens import read_meta, write_token_files
 from common.errors import run_main
 from common.progress import say_how_long
-from common.tokenizers import CharTokenizer
-from common.tokens import read_meta, write_token_files
+from common.training.config import load_config
 from phase1_foundation.project4_scaling import config
 from phase1_foundation.project4_scaling.sweep import affordable_runs, planned_runs
 

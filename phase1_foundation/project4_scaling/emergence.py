@@ -61,12 +61,12 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from common.config import load_config
-from common.device import seed_everything
 from common.errors import CourseError, run_main
-from common.interrupt import GracefulInterrupt
-from common.optim import adamw, set_lr, warmup_cosine
 from common.progress import progress
+from common.training.config import load_config
+from common.training.device import seed_everything
+from common.training.interrupt import GracefulInterrupt
+from common.training.optim import adamw, set_lr, warmup_cosine
 from phase1_foundation.project4_scaling import config
 from phase1_foundation.project4_scaling.addition import (
     HEADERS,

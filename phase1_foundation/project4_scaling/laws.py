@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from common.config import load_config
 from common.errors import CourseError, run_main
+from common.training.config import load_config
 from phase1_foundation.project4_scaling import chinchilla_runs, config, prediction
 from phase1_foundation.project4_scaling.bootstrap import (
     MAX_WIDTH,

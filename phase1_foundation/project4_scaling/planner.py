@@ -112,8 +112,8 @@ def flops_per_second(n_layer: int, n_embd: int, vocab_size: int, cfg, device) ->
 
     import torch
 
-    from common.device import autocast
-    from common.optim import adamw
+    from common.training.device import autocast
+    from common.training.optim import adamw
     from phase1_foundation.project4_scaling.model import GPT, GPTConfig
 
     device, steps = torch.device(device), 5
@@ -152,7 +152,7 @@ def plan(cfg, surface: LossSurface | None, device, sweep_fit: Allocation | None 
     Published constants were fitted to subword tokens at 1.4e18 FLOPs and more: at a laptop's budget, on
     characters, a plan made from them is an extrapolation by many decades, and says so.
     """
-    from common.tokens import read_meta
+    from common.data.tokens import read_meta
     from phase1_foundation.project4_scaling.download_data import prepare
     from phase1_foundation.project4_scaling.model import non_embedding_parameters
 

@@ -30,18 +30,19 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from common import dry_run, reference
-from common.baselines import bigram_cross_entropy, unigram_cross_entropy
-from common.config import load_config
-from common.device import autocast, describe, enable_tf32, seed_everything
+from common.course import reference
+from common.course.learn.check import refuse_stubs
+from common.data.tokens import load_tokens, read_meta
 from common.errors import CourseError, run_main
 from common.files import portable
-from common.interrupt import GracefulInterrupt
-from common.learn_check import refuse_stubs
-from common.metrics import check_finite, matmul_flops, save_summary
-from common.optim import adamw, set_lr, warmup_cosine
 from common.progress import progress_bar
-from common.tokens import load_tokens, read_meta
+from common.training import dry_run
+from common.training.baselines import bigram_cross_entropy, unigram_cross_entropy
+from common.training.config import load_config
+from common.training.device import autocast, describe, enable_tf32, seed_everything
+from common.training.interrupt import GracefulInterrupt
+from common.training.metrics import check_finite, matmul_flops, save_summary
+from common.training.optim import adamw, set_lr, warmup_cosine
 from phase1_foundation.project4_scaling import config
 from phase1_foundation.project4_scaling.download_data import prepare
 from phase1_foundation.project4_scaling.model import GPT, GPTConfig, flops_per_token

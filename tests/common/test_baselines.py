@@ -4,7 +4,7 @@ pairs it is given."""
 import numpy as np
 import pytest
 
-from common.baselines import bigram_cross_entropy, bigram_log_probs, unigram_cross_entropy
+from common.training.baselines import bigram_cross_entropy, bigram_log_probs, unigram_cross_entropy
 
 TRAIN = np.array([0, 1, 2, 0, 1, 2, 0, 1, 3, 0, 1, 2])
 V = 5  # token 4 never appears

@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from common import files
-from common.checkpoint import (
+from common.data.tokenizers import CharTokenizer, load_tokenizer
+from common.errors import CourseError
+from common.training.checkpoint import (
     check_compatible,
     checkpoint_path,
     clean_state_dict,
@@ -21,15 +23,13 @@ from common.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from common.errors import CourseError
-from common.run import (
+from common.training.run import (
     TrainingRun,
     checkpoint_data_dir,
     checkpoint_tokenizer,
     data_record,
     set_aside_previous_run,
 )
-from common.tokenizers import CharTokenizer, load_tokenizer
 
 KIND = "project1/gpt"
 

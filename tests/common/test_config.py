@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from common.config import load_config, parse_value
 from common.errors import CourseError
+from common.training.config import load_config, parse_value
 
 
 def make_module():

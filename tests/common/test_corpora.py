@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from common import corpora
-from common.corpora import Corpus, Source, corpus_names, open_corpus, prepare_corpus
+from common.data import corpora
+from common.data.corpora import Corpus, Source, corpus_names, open_corpus, prepare_corpus
+from common.data.parsers import MIN_PARAGRAPH_CHARS, gutenberg_chapters, wikitext_articles
+from common.data.sentences import split_paragraphs
 from common.errors import CourseError
-from common.parsers import MIN_PARAGRAPH_CHARS, gutenberg_chapters, wikitext_articles
-from common.sentences import split_paragraphs
 
 # --- wiki-sample -----------------------------------------------------------------------------------------
 

@@ -6,9 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from common import device as devices
-from common.device import autocast, autocast_dtype, describe, grad_scaler, pick_device, seed_everything
 from common.errors import CourseError
+from common.training import device as devices
+from common.training.device import (
+    autocast,
+    autocast_dtype,
+    describe,
+    grad_scaler,
+    pick_device,
+    seed_everything,
+)
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from common import download as download_module
-from common.download import RECORD_NAME, download, extract_member
+from common.data import download as download_module
+from common.data.download import RECORD_NAME, download, extract_member
 from common.errors import CourseError
 
 BODY = bytes(range(256)) * 400  # 102,400 bytes

@@ -4,8 +4,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from common import dry_run
-from common.optim import adamw
+from common.training import dry_run
+from common.training.optim import adamw
 
 B, T, C, V = 32, 16, 8, 64  # batch, time, width, vocabulary: B*T*V*4 bytes dwarf V*C*4
 

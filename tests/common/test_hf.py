@@ -1,5 +1,5 @@
-"""common/hf.py: reading a transformers folder (config.json, then safetensors or a weights-only .bin), and
-every way such a folder can be wrong ending in one line that says what to do."""
+"""common/training/hf.py: reading a transformers folder (config.json, then safetensors or a weights-only
+.bin), and every way such a folder can be wrong ending in one line that says what to do."""
 
 import json
 
@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import save_file
 
 from common.errors import CourseError
-from common.hf import read_hf_config, read_hf_weights
+from common.training.hf import read_hf_config, read_hf_weights
 
 HINT = "expected a folder written by save_pretrained"
 WEIGHTS = {"embed.weight": torch.arange(12.0).view(3, 4), "head.bias": torch.ones(3)}

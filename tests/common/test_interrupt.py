@@ -5,7 +5,7 @@ import signal
 
 import pytest
 
-from common.interrupt import STOPPED_AT_ONCE, GracefulInterrupt
+from common.training.interrupt import STOPPED_AT_ONCE, GracefulInterrupt
 
 
 @pytest.fixture(autouse=True)

@@ -4,9 +4,17 @@ import math
 import pytest
 import torch
 
+from common.course.exercises import train_in_new_process
 from common.errors import CourseError
-from common.exercises import train_in_new_process
-from common.metrics import MetricsLog, check_finite, matmul_flops, mfu, peak_flops, plot_losses, read_metrics
+from common.training.metrics import (
+    MetricsLog,
+    check_finite,
+    matmul_flops,
+    mfu,
+    peak_flops,
+    plot_losses,
+    read_metrics,
+)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -165,7 +173,7 @@ def test_check_finite_before_any_checkpoint():
 
 FAKE_TRAIN = """
 import sys
-from common.metrics import save_summary
+from common.training.metrics import save_summary
 out_dir = next(a.removeprefix("--OUT_DIR=") for a in sys.argv if a.startswith("--OUT_DIR="))
 if "--FAIL=true" in sys.argv:
     raise SystemExit("error: unknown setting FAIL")

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from common.optim import adamw, set_lr, warmup_cosine, warmup_linear
+from common.training.optim import adamw, set_lr, warmup_cosine, warmup_linear
 
 
 def test_warmup_cosine_shape():

@@ -2,14 +2,14 @@
 
 import pytest
 
-from common.errors import CourseError
-from common.parsers import (
+from common.data.parsers import (
     gutenberg_chapters,
     tinyshakespeare_speeches,
     tinystories_stories,
     wiki_paragraphs,
     wikitext_articles,
 )
+from common.errors import CourseError
 
 # --- downloaded files -> documents -----------------------------------------------------------------------
 

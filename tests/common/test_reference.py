@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from common import reference
-from common.config import load_config, settings
+from common.course import reference
 from common.errors import CourseError
 from common.files import REPO_ROOT
+from common.training.config import load_config, settings
 
 CHAPTERS = ("project1_gpt", "project2_gpt2", "project3_contextual_embeddings", "project4_scaling")
 

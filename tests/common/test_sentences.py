@@ -4,8 +4,8 @@ from itertools import islice
 
 import pytest
 
-from common.corpora import wiki_sample_documents
-from common.sentences import OPENERS, document_sentences, split_paragraphs, split_sentences
+from common.data.corpora import wiki_sample_documents
+from common.data.sentences import OPENERS, document_sentences, split_paragraphs, split_sentences
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,7 @@ import random
 
 import pytest
 
-from common.errors import CourseError
-from common.files import write_atomic
-from common.tokenizers import (
+from common.data.tokenizers import (
     CharTokenizer,
     SentencePieceTokenizer,
     Tokenizer,
@@ -13,6 +11,8 @@ from common.tokenizers import (
     basic_words,
     load_tokenizer,
 )
+from common.errors import CourseError
+from common.files import write_atomic
 
 BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 GPT_SPECIALS = ["<unk>", "<|endoftext|>", "<|start|>", "<|delim|>", "<|extract|>"]

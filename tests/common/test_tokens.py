@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
+from common.data.tokenizers import CharTokenizer
+from common.data.tokens import Batches, DocumentSplit, SplitWriter, load_tokens, read_meta, write_token_files
 from common.errors import CourseError
-from common.tokenizers import CharTokenizer
-from common.tokens import Batches, DocumentSplit, SplitWriter, load_tokens, read_meta, write_token_files
 
 SPECIALS = ["<unk>", "<|endoftext|>"]
 EOT = 1

@@ -5,8 +5,8 @@ Each takes the chapter's --NAME=value settings, plus --OUT_DIR.
 
 from pathlib import Path
 
-from common import checkpoint as ckpt
-from common.exercises import exercise_args, train_in_new_process
+from common.course.exercises import exercise_args, train_in_new_process
+from common.training import checkpoint as ckpt
 from phase1_foundation.project1_gpt.config import OUT_DIR
 from phase1_foundation.project1_gpt.model import PREFIX
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from common.course.exercises import print_measured
 from common.errors import run_main
-from common.exercises import print_measured
-from common.metrics import read_metrics
+from common.training.metrics import read_metrics
 from phase1_foundation.project1_gpt.exercises import parse_args, train_chapter
 
 # The exercise's changes to the preset: twice the depth of the CPU preset, a warmup of 10 steps instead of its

@@ -28,12 +28,12 @@ What will its samples look like?
 import torch
 import torch.nn.functional as F
 
-from common.device import device_here, seed_everything, settings_on
+from common.course.exercises import print_measured
+from common.data.tokens import Batches, load_tokens
 from common.errors import run_main
-from common.exercises import print_measured
-from common.metrics import read_metrics
-from common.run import checkpoint_data_dir
-from common.tokens import Batches, load_tokens
+from common.training.device import device_here, seed_everything, settings_on
+from common.training.metrics import read_metrics
+from common.training.run import checkpoint_data_dir
 from phase1_foundation.project1_gpt.exercises import parse_args, train_chapter
 from phase1_foundation.project1_gpt.generate import generate
 from phase1_foundation.project1_gpt.model import GPT

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
+from common.course.exercises import print_measured
+from common.data.tokens import load_tokens
 from common.errors import run_main
-from common.exercises import print_measured
 from common.files import in_repo
-from common.tokens import load_tokens
 from phase1_foundation.project1_gpt.download_data import END_OF_TEXT
 from phase1_foundation.project1_gpt.exercises import parse_args, train_chapter
 from phase1_foundation.project1_gpt.tokenizer import load_tokenizer

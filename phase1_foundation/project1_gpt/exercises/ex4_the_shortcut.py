@@ -16,8 +16,8 @@ Predict before you run it: of the rule, the zero-shot LM and the fine-tuned pre-
 highest? What would you change in how the questions are built to take the shortcut away?
 """
 
+from common.course.exercises import print_measured
 from common.errors import run_main
-from common.exercises import print_measured
 from phase1_foundation.project1_gpt import finetune
 from phase1_foundation.project1_gpt.exercises import parse_args, pretrained_checkpoint
 

@@ -14,8 +14,8 @@ Predict before you run it: which lambda will give the higher held-out accuracy, 
 larger than the spread between seeds?
 """
 
+from common.course.exercises import print_measured
 from common.errors import run_main
-from common.exercises import print_measured
 from phase1_foundation.project1_gpt import finetune
 from phase1_foundation.project1_gpt.exercises import parse_args, pretrained_checkpoint
 

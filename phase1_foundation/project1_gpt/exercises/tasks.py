@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from common.learn_check import Mistake, Task
-from common.tokenizers import CharTokenizer
+from common.course.learn.check import Mistake, Task
+from common.data.tokenizers import CharTokenizer
 
 CHAPTER = "phase1_foundation.project1_gpt"
 TESTS = "phase1_foundation/project1_gpt/tests/"

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from common.data.tokens import read_meta
 from common.errors import CourseError
-from common.tokens import read_meta
 from phase1_foundation.project1_gpt import download_data
 from phase1_foundation.project1_gpt.download_data import (
     build_questions,

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from common.tokenizers import CharTokenizer
+from common.data.tokenizers import CharTokenizer
 from phase1_foundation.project1_gpt.download_data import SPECIAL_TOKENS, Question
 from phase1_foundation.project1_gpt.finetune import (
     MultipleChoiceGPT,

@@ -10,8 +10,8 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from common.checkpoint import save_checkpoint
 from common.errors import CourseError
+from common.training.checkpoint import save_checkpoint
 from phase1_foundation.project1_gpt.generate import generate
 from phase1_foundation.project1_gpt.hf_weights import from_hf
 from phase1_foundation.project1_gpt.model import GPT, KIND, GPTConfig

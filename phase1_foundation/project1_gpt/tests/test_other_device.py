@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from common.checkpoint import load_checkpoint, newest_checkpoint
+from common.training.checkpoint import load_checkpoint, newest_checkpoint
 from phase1_foundation.project1_gpt import finetune, sample, train
 from phase1_foundation.project1_gpt.exercises import ex2_no_causal_mask
 from phase1_foundation.project1_gpt.model import GPT, KIND, PREFIX

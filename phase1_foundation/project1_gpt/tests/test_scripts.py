@@ -8,10 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from common.baselines import bigram_log_probs, unigram_cross_entropy
-from common.config import settings
+from common.data.tokens import read_meta
 from common.errors import CourseError
-from common.tokens import read_meta
+from common.training.baselines import bigram_log_probs, unigram_cross_entropy
+from common.training.config import settings
 from phase1_foundation.project1_gpt import config, download_data, finetune, sample, sweep, train
 from phase1_foundation.project1_gpt.model import GPT, GPTConfig
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from common.data.tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
 from common.errors import CourseError
-from common.tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
 from phase1_foundation.project1_gpt.tokenizer import GPT1BPETokenizer, load_tokenizer
 
 MERGES = [

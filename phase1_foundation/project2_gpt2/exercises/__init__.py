@@ -6,8 +6,8 @@ Each takes the chapter's --NAME=value settings, plus --OUT_DIR.
 from pathlib import Path
 from types import SimpleNamespace
 
-from common import checkpoint as ckpt
-from common.exercises import exercise_args, train_in_new_process
+from common.course.exercises import exercise_args, train_in_new_process
+from common.training import checkpoint as ckpt
 from phase1_foundation.project2_gpt2.model import PREFIX
 
 

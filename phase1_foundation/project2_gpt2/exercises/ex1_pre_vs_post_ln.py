@@ -34,13 +34,13 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor, nn
 
-from common.baselines import unigram_cross_entropy
-from common.config import load_config
-from common.device import seed_everything
+from common.course.exercises import print_measured
+from common.data.tokens import Batches, load_tokens
 from common.errors import run_main
-from common.exercises import print_measured
-from common.optim import adamw, set_lr, warmup_cosine
-from common.tokens import Batches, load_tokens
+from common.training.baselines import unigram_cross_entropy
+from common.training.config import load_config
+from common.training.device import seed_everything
+from common.training.optim import adamw, set_lr, warmup_cosine
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.download_data import prepare
 from phase1_foundation.project2_gpt2.exercises import parse_args

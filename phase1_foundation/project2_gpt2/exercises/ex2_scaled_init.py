@@ -27,10 +27,10 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor, nn
 
-from common.config import load_config
-from common.device import seed_everything
+from common.course.exercises import print_measured
 from common.errors import run_main
-from common.exercises import print_measured
+from common.training.config import load_config
+from common.training.device import seed_everything
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.config import GPT2_VOCAB
 from phase1_foundation.project2_gpt2.exercises import parse_args

@@ -30,11 +30,11 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from common.config import load_config
-from common.device import seed_everything
+from common.course.exercises import print_measured
 from common.errors import CourseError, run_main
-from common.exercises import print_measured
-from common.run import checkpoint_tokenizer
+from common.training.config import load_config
+from common.training.device import seed_everything
+from common.training.run import checkpoint_tokenizer
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.exercises import find_or_train, parse_args
 from phase1_foundation.project2_gpt2.generate import filter_logits, generate

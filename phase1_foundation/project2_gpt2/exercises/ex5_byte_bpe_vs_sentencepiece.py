@@ -20,11 +20,11 @@ anything from the held-out English article?
 
 from pathlib import Path
 
-from common.config import load_config
-from common.corpora import choose_corpus, prepare_corpus
+from common.course.exercises import print_measured
+from common.data.corpora import choose_corpus, prepare_corpus
+from common.data.tokenizers import SentencePieceTokenizer
 from common.errors import CourseError, run_main
-from common.exercises import print_measured
-from common.tokenizers import SentencePieceTokenizer
+from common.training.config import load_config
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.download_data import LARGER_CORPUS, auto_vocab_size, training_text
 from phase1_foundation.project2_gpt2.exercises import parse_args

@@ -11,7 +11,7 @@ import io
 
 import torch
 
-from common.learn_check import Mistake, Task
+from common.course.learn.check import Mistake, Task
 
 CHAPTER = "phase1_foundation.project2_gpt2"
 TESTS = "phase1_foundation/project2_gpt2/tests/"

@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from common.checkpoint import save_checkpoint
 from common.errors import CourseError
+from common.training.checkpoint import save_checkpoint
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.generate import KVCache, filter_logits, generate, new_cache
 from phase1_foundation.project2_gpt2.hf_weights import from_hf, to_hf

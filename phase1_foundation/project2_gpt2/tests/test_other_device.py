@@ -5,7 +5,7 @@ conftest's from_gpu makes a run's checkpoints what a CUDA or MPS run saves, on a
 import pytest
 import torch
 
-from common.checkpoint import load_checkpoint, newest_checkpoint
+from common.training.checkpoint import load_checkpoint, newest_checkpoint
 from phase1_foundation.project2_gpt2 import sample, train, zero_shot
 from phase1_foundation.project2_gpt2.exercises import ex4_top_k_vs_top_p
 from phase1_foundation.project2_gpt2.model import GPT, KIND, PREFIX

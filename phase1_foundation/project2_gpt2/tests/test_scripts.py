@@ -12,9 +12,9 @@ import time
 import pytest
 import torch
 
+from common.data.tokens import read_meta
 from common.errors import CourseError
 from common.files import REPO_ROOT
-from common.tokens import read_meta
 from phase1_foundation.project2_gpt2 import download_data, parallel, sample, train
 from phase1_foundation.project2_gpt2.tokenizer import load_tokenizer
 

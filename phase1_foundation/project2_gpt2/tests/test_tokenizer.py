@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from common.data.tokenizers import Tokenizer
 from common.errors import CourseError
 from common.files import REPO_ROOT
-from common.tokenizers import Tokenizer
 from phase1_foundation.project2_gpt2 import tokenizer as tokenizer_module
 from phase1_foundation.project2_gpt2.tokenizer import (
     END_OF_TEXT,

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from common.corpora import open_corpus
+from common.data.corpora import open_corpus
+from common.data.tokens import read_meta
 from common.files import in_repo
-from common.run import checkpoint_tokenizer
-from common.tokens import read_meta
+from common.training.run import checkpoint_tokenizer
 from phase1_foundation.project2_gpt2 import train, zero_shot
 from phase1_foundation.project2_gpt2.hf_weights import to_hf
 from phase1_foundation.project2_gpt2.model import GPT

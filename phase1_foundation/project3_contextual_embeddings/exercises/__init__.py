@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import torch
 
-from common import checkpoint as ckpt
-from common.device import device_here, settings_on
-from common.exercises import exercise_args, train_in_new_process
-from common.run import checkpoint_data_dir
+from common.course.exercises import exercise_args, train_in_new_process
+from common.training import checkpoint as ckpt
+from common.training.device import device_here, settings_on
+from common.training.run import checkpoint_data_dir
 from phase1_foundation.project3_contextual_embeddings.download_data import load_split
 from phase1_foundation.project3_contextual_embeddings.model import BERT, PREFIX
 from phase1_foundation.project3_contextual_embeddings.objectives import evaluate, validation_batches

@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from common.course.exercises import print_measured
 from common.errors import run_main
-from common.exercises import print_measured
-from common.metrics import read_metrics
+from common.training.metrics import read_metrics
 from phase1_foundation.project3_contextual_embeddings.exercises import evaluate_run, parse_args, train_chapter
 
 MLM_PROBS = (0.15, 0.5)  # PAPER: BERT §3.1's rate, and the exercise's

@@ -17,8 +17,8 @@ at which kinds of target will the two models differ, and at which will they be l
 the unchanged token? Where they differ, which model does better?
 """  # noqa: E501 (a usage command longer than a line, kept whole so it can be copied)
 
+from common.course.exercises import print_measured
 from common.errors import run_main
-from common.exercises import print_measured
 from phase1_foundation.project3_contextual_embeddings.exercises import (
     evaluate_run,
     parse_args,

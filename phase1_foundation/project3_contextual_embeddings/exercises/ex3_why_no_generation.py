@@ -30,9 +30,9 @@ import math
 
 import torch
 
-from common.config import load_config
+from common.course.exercises import print_measured
 from common.errors import run_main
-from common.exercises import print_measured
+from common.training.config import load_config
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import MASK_ID, SEP_ID, SPECIAL_TOKENS
 from phase1_foundation.project3_contextual_embeddings.embed import encode_text

@@ -21,9 +21,9 @@ Predict before you run it: will the two runs' accuracy at [MASK] differ by more 
 evaluation, and if so, which will be ahead? Will the NSP run's NSP accuracy end clearly above chance?
 """
 
+from common.course.exercises import print_measured
 from common.errors import run_main
-from common.exercises import print_measured
-from common.metrics import read_metrics
+from common.training.metrics import read_metrics
 from phase1_foundation.project3_contextual_embeddings.exercises import (
     evaluate_run,
     parse_args,

@@ -22,10 +22,10 @@ with the amount of padding?
 
 import torch
 
-from common.config import load_config
+from common.course.exercises import print_measured
+from common.data.tokenizers import Tokenizer
 from common.errors import CourseError, run_main
-from common.exercises import print_measured
-from common.tokenizers import Tokenizer
+from common.training.config import load_config
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import MASK_ID, PAD_ID
 from phase1_foundation.project3_contextual_embeddings.embed import encode_text

@@ -27,9 +27,9 @@ either end below the bigram model, which predicts the blank from its two neighbo
 does either run's attention on the neighbouring tokens leave the even spread, and when, beside its loss?
 """
 
+from common.course.exercises import print_measured
 from common.errors import run_main
-from common.exercises import print_measured
-from common.metrics import read_metrics
+from common.training.metrics import read_metrics
 from phase1_foundation.project3_contextual_embeddings.exercises import parse_args, train_chapter
 
 VARIANTS = {"learned": "learned table (BERT)", "rotary": "rotary (RoFormer)"}

@@ -18,9 +18,9 @@ fine-tuned pre-trained model? Above or below naive Bayes? And will the random en
 chance?
 """
 
-from common.config import load_config
+from common.course.exercises import print_measured
 from common.errors import run_main
-from common.exercises import print_measured
+from common.training.config import load_config
 from phase1_foundation.project3_contextual_embeddings import config, finetune
 from phase1_foundation.project3_contextual_embeddings.exercises import find_or_train, parse_args
 

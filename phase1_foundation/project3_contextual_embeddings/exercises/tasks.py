@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from common.learn_check import Mistake, Task
+from common.course.learn.check import Mistake, Task
 from phase1_foundation.project3_contextual_embeddings.model import BERT, BertConfig
 
 CHAPTER = "phase1_foundation/project3_contextual_embeddings"

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from common.corpora import open_corpus
+from common.data.corpora import open_corpus
+from common.data.sentences import document_sentences
+from common.data.tokens import read_meta
 from common.errors import CourseError
-from common.sentences import document_sentences
-from common.tokens import read_meta
 from phase1_foundation.project3_contextual_embeddings import download_data, pretraining_data
 from phase1_foundation.project3_contextual_embeddings.download_data import (
     CLS_ID,

@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from common.config import load_config
-from common.device import seed_everything
-from common.optim import adamw
+from common.training.config import load_config
+from common.training.device import seed_everything
+from common.training.optim import adamw
 from phase1_foundation.project3_contextual_embeddings import config, download_data, embed, train
 from phase1_foundation.project3_contextual_embeddings.model import BERT, BertConfig
 from phase1_foundation.project3_contextual_embeddings.pretraining_data import IGNORE, PAD_ID, mask_tokens

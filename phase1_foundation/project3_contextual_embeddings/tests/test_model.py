@@ -11,8 +11,8 @@ from safetensors.torch import save_file
 from torch import nn
 from torch.nn import functional as F
 
-from common.checkpoint import save_checkpoint
 from common.errors import CourseError
+from common.training.checkpoint import save_checkpoint
 from phase1_foundation.project3_contextual_embeddings.model import (
     BERT,
     KIND,

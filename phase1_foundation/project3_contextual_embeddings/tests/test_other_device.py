@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from common.checkpoint import load_checkpoint, newest_checkpoint
-from common.config import load_config
-from common.device import pick_device
+from common.training.checkpoint import load_checkpoint, newest_checkpoint
+from common.training.config import load_config
+from common.training.device import pick_device
 from phase1_foundation.project3_contextual_embeddings import config, embed, train
 from phase1_foundation.project3_contextual_embeddings.exercises import (
     evaluate_run,

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from common.config import settings
 from common.errors import CourseError
+from common.training.config import settings
 from phase1_foundation.project3_contextual_embeddings import baselines, config, embed, sweep, train
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -2,8 +2,8 @@
 
 import pytest
 
+from common.data.tokenizers import SentencePieceTokenizer, Tokenizer
 from common.errors import CourseError
-from common.tokenizers import SentencePieceTokenizer, Tokenizer
 from phase1_foundation.project3_contextual_embeddings.tokenizer import WordPieceTokenizer, load_tokenizer
 
 # The layout of BERT's released vocab.txt: [PAD] first, unused slots, the other specials, then the pieces.

@@ -8,9 +8,9 @@ checkpoints/project4/exercises/); like train.py, they skip the runs a folder alr
 import sys
 from pathlib import Path
 
-from common.config import parse_overrides
-from common.exercises import exercise_args, train_in_new_process
+from common.course.exercises import exercise_args, train_in_new_process
 from common.files import in_repo
+from common.training.config import parse_overrides
 from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, read_results
 
 

@@ -33,8 +33,8 @@ import math
 
 import numpy as np
 
+from common.course.exercises import print_measured
 from common.errors import CourseError, run_main
-from common.exercises import print_measured
 from phase1_foundation.project4_scaling import chinchilla
 from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, sweep
 from phase1_foundation.project4_scaling.results import Sweep

@@ -23,9 +23,9 @@ Predict before you run it: how far apart will the four shapes' losses end, compa
 the aspect ratio d_model / n_layer? And at this fixed budget, will doubling N lower the loss or raise it?
 """
 
-from common.config import load_config
+from common.course.exercises import print_measured
 from common.errors import CourseError, run_main
-from common.exercises import print_measured
+from common.training.config import load_config
 from phase1_foundation.project4_scaling import config
 from phase1_foundation.project4_scaling.exercises import own_settings, parse_args, sweep
 from phase1_foundation.project4_scaling.model import non_embedding_parameters

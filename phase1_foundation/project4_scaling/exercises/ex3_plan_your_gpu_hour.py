@@ -17,10 +17,11 @@ takes on D_opt tokens at the same rate.
     uv run python phase1_foundation/project4_scaling/exercises/ex3_plan_your_gpu_hour.py --PEAK_TFLOPS=50 \
         --MFU=0.2
 
---GPU names a card of common/metrics.py's table of dense bf16 peaks (NVIDIA's datasheets and whitepapers,
-never the 2x "with sparsity" figures: H100 989.5 TFLOP/s, A100 312, RTX 4090 165.2, ...); --PEAK_TFLOPS gives
-any other device's peak. --MFU=0.3 is an ASSUMPTION, planner.plan_for_minutes' default, not a measurement: the
-large runs in PaLM's Table 3 (Chowdhery et al. 2022) reached 21% (GPT-3) to 46% (PaLM), and chapter 2's
+--GPU names a card of common/training/metrics.py's table of dense bf16 peaks (NVIDIA's datasheets and
+whitepapers, never the 2x "with sparsity" figures: H100 989.5 TFLOP/s, A100 312, RTX 4090 165.2, ...);
+--PEAK_TFLOPS gives any other device's peak. --MFU=0.3 is an ASSUMPTION, planner.plan_for_minutes' default,
+not a measurement: the large runs in PaLM's Table 3 (Chowdhery et al. 2022) reached 21% (GPT-3) to 46% (PaLM),
+and chapter 2's
 train.py shows the MFU of yours in its progress bar. --PLAN_MINUTES (60 here) is the time; OUT_DIR is the
 sweep whose fit is planned with (default: the chapter's). The shapes have heads of the chapter's
 HEAD_SIZE=8; --HEAD_SIZE=64 gives GPT-2's. It trains nothing. After the run's numbers the script prints what
@@ -36,10 +37,10 @@ from pathlib import Path
 
 import numpy as np
 
-from common.config import load_config
+from common.course.exercises import print_measured
 from common.errors import CourseError, run_main
-from common.exercises import print_measured
-from common.metrics import PEAK_TFLOPS
+from common.training.config import load_config
+from common.training.metrics import PEAK_TFLOPS
 from phase1_foundation.project4_scaling import chinchilla, config, planner
 from phase1_foundation.project4_scaling.exercises import own_settings
 from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, Sweep, read_results

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from common.config import load_config
+from common.course.exercises import print_measured
 from common.errors import CourseError, run_main
-from common.exercises import print_measured
+from common.training.config import load_config
 from phase1_foundation.project4_scaling import config
 from phase1_foundation.project4_scaling.exercises import own_settings
 from phase1_foundation.project4_scaling.results import read_results

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from common.config import load_config
+from common.course.exercises import print_measured
 from common.errors import run_main
-from common.exercises import print_measured
+from common.training.config import load_config
 from phase1_foundation.project4_scaling import config, laws, prediction
 from phase1_foundation.project4_scaling.exercises import sweep
 from phase1_foundation.project4_scaling.results import SWEEP_FIELDS, Sweep, read_results

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import torch
 
-from common.learn_check import Mistake, Task
+from common.course.learn.check import Mistake, Task
 
 CHAPTER = "phase1_foundation.project4_scaling"
 TESTS = "phase1_foundation/project4_scaling/tests/"

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from common.data.tokens import read_meta
 from common.errors import CourseError
-from common.tokens import read_meta
 from phase1_foundation.project4_scaling import download_data, laws, planner, train
 from phase1_foundation.project4_scaling.model import GPTConfig, flops_per_token, non_embedding_parameters
 from phase1_foundation.project4_scaling.sweep import Run, affordable_runs, parse_shape, planned_runs

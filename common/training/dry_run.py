@@ -12,8 +12,8 @@ preset's batch and block size while PyTorch's own tools watch it.
               gradients one backward operation holds at once, seen by a hook on every node of the graph (for
               a language model, the gradient of the logits that backward starts from).
     time      the larger of two estimates, both resting on stated assumptions: the FLOPs over what the GPU
-              delivers (its peak dense bf16 throughput, as common.metrics.PEAK_TFLOPS lists it, times an MFU,
-              the share of that peak a run uses), and the operations the step runs times what the host
+              delivers (its peak dense bf16 throughput, as common.training.metrics.PEAK_TFLOPS lists it, times
+              an MFU, the share of that peak a run uses), and the operations the step runs times what the host
               spends launching each, which is what bounds a model too small to keep a GPU busy.
 
 Where the devices differ, the GPU is followed. Its fused attention kernel applies attention dropout inside the
@@ -37,8 +37,8 @@ from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from common.metrics import PEAK_TFLOPS
-from common.optim import adamw
+from common.training.metrics import PEAK_TFLOPS
+from common.training.optim import adamw
 
 LAPTOP_GPU = "RTX 3050 Laptop"  # the course's reference device: 4 GB, Ampere, bf16 tensor cores
 ASSUMED_MFU = 0.3  # an assumption: the share of the GPU's peak a small model's run uses (root README)

@@ -23,7 +23,7 @@ import torch
 from common.errors import CourseError
 from common.files import write_atomic
 from common.progress import progress_bar
-from common.tokenizers import Tokenizer
+from common.data.tokenizers import Tokenizer
 
 SPLITS = ("train", "val")
 CHUNK_TOKENS = 1 << 20  # tokens buffered in memory before they are written out (4 MiB as uint32)

@@ -14,11 +14,11 @@ training carries those differences to a loss a little above or below: the band, 
 The course writes these files from real runs, never by hand:
 
     uv run python phase1_foundation/project1_gpt/train.py --OUT_DIR=/tmp/ref/ch1
-    uv run python -m common.reference record phase1_foundation/project1_gpt --OUT_DIR=/tmp/ref/ch1
+    uv run python -m common.course.reference record phase1_foundation/project1_gpt --OUT_DIR=/tmp/ref/ch1
     # the same command in a copy of the repository with one function of model.py written another way
     # (PYTHONPATH=the copy, so that its modules come first), then, from this clone:
-    uv run python -m common.reference alternative phase1_foundation/project1_gpt --OUT_DIR=/tmp/alt/ch1 \\
-        --WHAT="attention with torch.einsum"
+    uv run python -m common.course.reference alternative phase1_foundation/project1_gpt \\
+        --OUT_DIR=/tmp/alt/ch1 --WHAT="attention with torch.einsum"
 """
 
 import importlib
@@ -31,10 +31,10 @@ from types import ModuleType, SimpleNamespace
 
 import torch
 
-from common.config import settings
 from common.errors import CourseError, run_main
 from common.files import REPO_ROOT, portable
-from common.metrics import save_summary
+from common.training.config import settings
+from common.training.metrics import save_summary
 
 # Settings that cannot change a train.py run's numbers: where things go, what is resumed, what other
 # scripts (sampling, fine-tuning, zero-shot, embed.py, laws.py, emergence.py) read. Any other setting that
@@ -242,8 +242,9 @@ def alternative(config: ModuleType, out_dir: str, what: str) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    usage = ("usage: python -m common.reference record CHAPTER_DIR [--OUT_DIR=...]\n       "
-             "python -m common.reference alternative CHAPTER_DIR --OUT_DIR=... --WHAT='how it differs'")
+    usage = ("usage: python -m common.course.reference record CHAPTER_DIR [--OUT_DIR=...]\n       "
+             "python -m common.course.reference alternative CHAPTER_DIR --OUT_DIR=... "
+             "--WHAT='how it differs'")
     if len(args) < 2 or args[0] not in ("record", "alternative"):
         raise CourseError(usage)
     chapter = Path(args[1]).resolve().relative_to(REPO_ROOT)

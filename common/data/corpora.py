@@ -35,10 +35,10 @@ from itertools import chain
 from pathlib import Path
 from types import SimpleNamespace
 
-from common.download import download, extract_member
+from common.data.download import download, extract_member
 from common.errors import CourseError
 from common.files import write_atomic
-from common.parsers import (
+from common.data.parsers import (
     gutenberg_chapters,
     tinyshakespeare_speeches,
     tinystories_stories,

@@ -30,12 +30,20 @@ import textwrap
 import time
 from pathlib import Path
 
+from common.course.learn.check import (
+    NOT_WRITTEN,
+    PROGRESS,
+    STARS,
+    Task,
+    all_tasks,
+    functions_of,
+    with_functions,
+)
+from common.course.learn.source import added_top_level, get_function, replace_function, stub, with_imports
 from common.errors import CourseError
 from common.files import write_atomic
-from common.learn_check import NOT_WRITTEN, PROGRESS, STARS, Task, all_tasks, functions_of, with_functions
-from common.learn_source import added_top_level, get_function, replace_function, stub, with_imports
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the repository
 NOTES = ROOT / ".learn"  # state.json, course/<task id>.json (the course's functions), saved/
 TIMEOUTS = {"compare": 300, "tests": 1200}  # seconds; a function that never returns ends the check
 COURSE_KEY = "course"  # state.json's entry for the course's commit, beside one entry per task id
@@ -288,8 +296,8 @@ def copy_course(tasks: list[Task], folder: Path) -> None:
 
 
 def run_stage(folder: Path, stage: str, job: dict) -> tuple[object, str]:
-    """One stage of the check (common/learn_check.py) in a fresh Python inside the copy: its results, and
-    what your code printed. Each case is shown as it finishes (the stage writes them to PROGRESS)."""
+    """One stage of the check (common/course/learn/check.py) in a fresh Python inside the copy: its results,
+    and what your code printed. Each case is shown as it finishes (the stage writes them to PROGRESS)."""
     (folder / ".job.json").write_text(json.dumps(job), encoding="utf-8")
     progress = folder / PROGRESS
     progress.write_text("", encoding="utf-8")
@@ -298,7 +306,7 @@ def run_stage(folder: Path, stage: str, job: dict) -> tuple[object, str]:
     shown, deadline = 0, time.monotonic() + limit
     with open(folder / ".stdout", "w", encoding="utf-8") as out, \
             open(folder / ".stderr", "w", encoding="utf-8") as err:
-        command = [sys.executable, "-m", "common.learn_check", stage, ".job.json", ".out.json"]
+        command = [sys.executable, "-m", "common.course.learn.check", stage, ".job.json", ".out.json"]
         process = subprocess.Popen(command, cwd=folder, env=env, stdout=out, stderr=err, text=True)
         finished = False
         while not finished:

@@ -7,7 +7,7 @@ outputs first differ, by how much, and the input that made them differ. When eve
 chapter's own tests that exercise the function run against the learner's code (parity with `transformers`,
 causality, masking statistics).
 
-Each chapter lists its tasks in exercises/tasks.py; common/learn.py is the command.
+Each chapter lists its tasks in exercises/tasks.py; common/course/learn/cli.py is the command.
 """
 
 import contextlib
@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from common.course.learn.source import get_function, replace_function, with_imports
 from common.errors import CourseError, run_main
-from common.learn_source import get_function, replace_function, with_imports
 
 NOT_WRITTEN = "not written yet"
 CASE_SECONDS = 60  # one case's time limit; a slower one is that case's ✗
@@ -375,8 +375,9 @@ def all_tasks(root) -> list[Task]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m common.learn_check compare|tests JOB OUT`, which `learn check` runs in a fresh process
-    inside a copy of the course, so that the imports of the course's other files find the course's code.
+    """`python -m common.course.learn.check compare|tests JOB OUT`, which `learn check` runs in a fresh
+    process inside a copy of the course, so that the imports of the course's other files find the course's
+    code.
 
     compare: JOB holds {"sources": {task id: {function: source}}}; the course's text is the file on disk.
     tests: JOB holds {"tests": [node ids]}, run against the files on disk (where the learner's code now is).

@@ -14,8 +14,8 @@ import re
 import sys
 from types import ModuleType, SimpleNamespace
 
-from common.device import pick_device
 from common.errors import CourseError
+from common.training.device import pick_device
 
 _SCALARS = (bool, int, float, str, tuple, type(None))
 _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}

@@ -12,7 +12,10 @@ from types import SimpleNamespace
 
 import torch
 
-from common.checkpoint import (
+from common.data.tokenizers import Tokenizer
+from common.errors import CourseError
+from common.files import in_repo, portable, portable_settings
+from common.training.checkpoint import (
     check_compatible,
     checkpoint_path,
     checkpoints_of,
@@ -24,9 +27,6 @@ from common.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from common.errors import CourseError
-from common.files import in_repo, portable, portable_settings
-from common.tokenizers import Tokenizer
 
 DATA_SETTINGS = ("CORPUS", "TEXT_FILE", "TOKENIZER", "VOCAB_SIZE", "VAL_FRACTION")  # what prepares the data
 

@@ -1,8 +1,8 @@
 """Functions as text: find one in a source file by its qualified name, cut it out, put another in its place,
 and write the stub a learner starts from.
 
-`uv run learn` (common/learn.py) edits a learner's files with these, line by line, so that everything
-outside the function stays byte for byte as it was.
+`uv run learn` (common/course/learn/cli.py) edits a learner's files with these, line by line, so that
+everything outside the function stays byte for byte as it was.
 """
 
 import ast

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import torch
 
-from common.device import autocast_dtype, synchronize
 from common.errors import CourseError
 from common.files import write_atomic
+from common.training.device import autocast_dtype, synchronize
 
 
 class MetricsLog:

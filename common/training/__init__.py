@@ -1,0 +1,1 @@
+"""A training run: settings, device, optimizer, checkpoints, what happens after each step, metrics."""
