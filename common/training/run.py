@@ -1,20 +1,24 @@
 """A training run: its folder of checkpoints, what it keeps of its data, and what happens after each step.
 
-`train.py` builds a TrainingRun to save and resume; a checkpoint's data record makes it usable in a clone
-that never prepared that data.
+`train.py` builds a TrainingRun to save and resume, and reports each step it takes to a StepReport, which
+does the rest: the same in every chapter, so that train.py's loop shows the step itself.
 """
 
+import math
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
 import torch
+import torch.distributed as dist
 
 from common.data.tokenizers import Tokenizer
 from common.errors import CourseError
 from common.files import in_repo, portable, portable_settings
+from common.progress import progress
 from common.training.checkpoint import (
     check_compatible,
     checkpoint_path,
@@ -27,6 +31,8 @@ from common.training.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
+from common.training.interrupt import GracefulInterrupt
+from common.training.metrics import MetricsLog, check_finite, mfu
 
 DATA_SETTINGS = ("CORPUS", "TEXT_FILE", "TOKENIZER", "VOCAB_SIZE", "VAL_FRACTION")  # what prepares the data
 
@@ -161,3 +167,96 @@ class TrainingRun:
         set_rng_state(rng[min(rank, len(rng) - 1)] if isinstance(rng, list) else rng)
         print(f"resumed from {path} at step {state['step']}")
         return state["step"]
+
+
+class StepReport:
+    """What happens after every optimizer step of a long run, the same in each chapter:
+
+        with StepReport(run, cfg, step, evaluate=lambda: {"val_loss": ...}, script=SCRIPT) as report:
+            while step < cfg.MAX_ITERS:
+                ...  # the step: forward, loss, backward, clipping, optimizer step
+                step += 1
+                report.after(step, train_loss, lr=lr, tokens=tokens_per_step)
+
+    After each step: stop on a loss that is NaN or infinite; a line in metrics.jsonl; the progress bar; every
+    EVAL_INTERVAL steps and at the last, `evaluate()` (its dict is logged and kept as `report.val`) and a
+    checkpoint; after a Ctrl-C, a checkpoint of this step and a clean exit. In a data-parallel run every
+    process calls it, they agree on when to stop and save the same step, and only rank 0 evaluates and writes.
+    """
+
+    def __init__(self, run: TrainingRun, cfg: SimpleNamespace, step: int, *, evaluate: Callable[[], dict],
+                 script: str, flops_per_token: float | None = None, rank: int = 0, world_size: int = 1):
+        self.run, self.cfg, self.evaluate, self.script = run, cfg, evaluate, script
+        self.flops_per_token, self.rank, self.world_size = flops_per_token, rank, world_size
+        self.device = next(run.model.parameters()).device
+        self.val: dict = {}  # the newest evaluation
+        self.last_path: Path | None = None  # the newest checkpoint this run saved
+        self.log = MetricsLog(run.out_dir / "metrics.jsonl", resume_step=step if cfg.RESUME else None) \
+            if rank == 0 else None
+        self.bar = progress(cfg.MAX_ITERS, initial=step) if rank == 0 else None
+        self.interrupt = GracefulInterrupt(newest=run.newest)
+
+    def __enter__(self) -> "StepReport":
+        self.interrupt.__enter__()
+        self.start = self.since = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.seconds = time.perf_counter() - self.start
+        if self.bar is not None:
+            self.bar.close()
+        return self.interrupt.__exit__(*exc)
+
+    def after(self, step: int, train_loss: float, *, lr: float, tokens: int, **metrics: float) -> None:
+        """Report step `step` (counted from 1), which read `tokens` tokens over all processes."""
+        check_finite(train_loss, step, self.last_path)
+        seconds = time.perf_counter() - self.since  # the step alone: evaluation and saving come after
+        record = {"train_loss": train_loss, "lr": lr, **metrics, "step_seconds": seconds,
+                  "tokens_per_second": tokens / seconds}
+        evaluating = step % self.cfg.EVAL_INTERVAL == 0 or step == self.cfg.MAX_ITERS
+        stopping = agree_to_stop(self.interrupt, self.world_size, self.device) and step < self.cfg.MAX_ITERS
+        if evaluating or stopping:
+            rng = every_rng_state(self.world_size)  # every process takes part; only rank 0 writes
+            if self.rank == 0:
+                if evaluating:
+                    self.val = self.evaluate()
+                    record.update({k: v for k, v in self.val.items() if isinstance(v, int | float)})
+                self.last_path = self.run.save(step, record.get("val_loss", train_loss), rng=rng)
+        if self.rank == 0:
+            self.log.log(step, **record)
+            self.show(record)
+        if stopping:
+            if self.bar is not None:
+                self.bar.close()
+            self.interrupt.exit_saved(self.last_path, self.script)
+        self.since = time.perf_counter()
+
+    def show(self, record: dict) -> None:
+        utilisation = None if self.flops_per_token is None else \
+            mfu(self.flops_per_token, record["tokens_per_second"] / self.world_size, self.device)  # per GPU
+        val_loss = self.val.get("val_loss", math.nan)
+        self.bar.set_postfix(loss=f"{record['train_loss']:.3f}", val=f"{val_loss:.3f}",
+                             tok_s=f"{record['tokens_per_second']:,.0f}", refresh=False,
+                             **({} if utilisation is None else {"mfu": f"{utilisation:.0%}"}))
+        self.bar.update()  # redraws at most every 0.1 s on a terminal, every 10 s into a log file
+
+
+def agree_to_stop(interrupt: GracefulInterrupt, world_size: int, device: torch.device) -> bool:
+    """Whether to stop after this step. Ctrl-C reaches every process torchrun started, but not necessarily
+    between the same two steps: the processes stop if any of them saw it, so all of them save the same step.
+    (The flag lives on the process's device, as every tensor a collective sees must: NCCL reduces GPU tensors
+    only.)"""
+    if world_size == 1:
+        return interrupt.requested
+    flag = torch.tensor(float(interrupt.requested), device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+def every_rng_state(world_size: int) -> list[dict] | None:
+    """Every process's random generators, in rank order (each draws its own dropout masks); None alone."""
+    if world_size == 1:
+        return None
+    states = [None] * world_size
+    dist.all_gather_object(states, rng_state())
+    return states

@@ -9,7 +9,6 @@ logging) lives in common/ so that this file reads as the recipe of the paper's Â
 """
 
 import math
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,15 +21,13 @@ from common.data.tokenizers import Tokenizer
 from common.data.tokens import Batches, load_tokens, read_meta
 from common.errors import run_main
 from common.files import portable
-from common.progress import progress
 from common.training import dry_run
 from common.training.baselines import bigram_log_probs, unigram_cross_entropy
 from common.training.config import load_config
 from common.training.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
-from common.training.interrupt import GracefulInterrupt
-from common.training.metrics import MetricsLog, check_finite, mfu, peak_flops, plot_losses, save_summary
+from common.training.metrics import peak_flops, plot_losses, save_summary
 from common.training.optim import adamw, set_lr, warmup_cosine
-from common.training.run import TrainingRun
+from common.training.run import StepReport, TrainingRun
 from phase1_foundation.project1_gpt import config
 from phase1_foundation.project1_gpt.download_data import prepare
 from phase1_foundation.project1_gpt.generate import generate
@@ -110,28 +107,24 @@ def main(argv: list[str] | None = None) -> dict:
     scaler = grad_scaler(device)
     batches = Batches(train_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed=cfg.SEED)
     tokens_per_step = cfg.BATCH_SIZE * cfg.GRAD_ACCUM_STEPS * cfg.BLOCK_SIZE
-    flops_per_token = model.flops_per_token()  # counted once, not in the training step
     print(f"model: {model.num_parameters():,} parameters ({model.num_parameters(non_embedding=True):,} "
           f"non-embedding), {'pre' if cfg.PRE_LN else 'post'}-LN; {tokens_per_step:,} tokens per step")
     if cfg.DRY_RUN:  # what the run would cost on a laptop GPU, from one step measured here: nothing trains
         return dry_run.report(model, lambda: model(*batches.next())[1], cfg)
 
     # --- resume (weights, optimizer moments, step, RNG and batch position, all exactly) or start afresh -----
-    run = TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
-                           batches=batches, data_dir=data_dir, tokenizer=tokenizer)
+    run = TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler, batches=batches,
+                      data_dir=data_dir, tokenizer=tokenizer)
     step = run.resume(SHAPE_KEYS)
-    log = MetricsLog(run.out_dir / "metrics.jsonl", resume_step=step if cfg.RESUME else None)
 
-    # --- the loop: warmup + cosine LR, accumulation, clipping, periodic validation and checkpoints ----------
+    # --- the loop: warmup + cosine LR, accumulation, clipping; report does validation and checkpoints -----
     windows = validation_windows(val_tokens, cfg, device)
-    start, last_path, val_loss = time.perf_counter(), None, float("nan")
-    bar = progress(cfg.MAX_ITERS, initial=step)
-    with GracefulInterrupt(newest=run.newest) as interrupt:
+    with StepReport(run, cfg, step, evaluate=lambda: {"val_loss": evaluate(model, windows)}, script=SCRIPT,
+                    flops_per_token=model.flops_per_token()) as report:
         while step < cfg.MAX_ITERS:
             lr = warmup_cosine(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
                                total_steps=cfg.MAX_ITERS, floor=cfg.MIN_LR_RATIO)
             set_lr(optimizer, lr)
-            step_start = time.perf_counter()
             loss_sum = torch.zeros((), device=device)
             for _ in range(cfg.GRAD_ACCUM_STEPS):
                 x, y = batches.next()  # (B, T) each
@@ -145,27 +138,9 @@ def main(argv: list[str] | None = None) -> dict:
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-
-            train_loss = loss_sum.item() / cfg.GRAD_ACCUM_STEPS
-            check_finite(train_loss, step, last_path)
-            tokens_per_second = tokens_per_step / (time.perf_counter() - step_start)
-            record = dict(step=step, train_loss=train_loss, lr=lr, tokens_per_second=tokens_per_second)
-            if step % cfg.EVAL_INTERVAL == 0 or step == cfg.MAX_ITERS:
-                val_loss = record["val_loss"] = evaluate(model, windows)
-                last_path = run.save(step, val_loss)
-            log.log(**record)
-            utilisation = mfu(flops_per_token, tokens_per_second, device)
-            bar.set_postfix(loss=f"{train_loss:.3f}", val=f"{val_loss:.3f}",
-                            tok_s=f"{tokens_per_second:,.0f}",
-                            mfu="n/a" if utilisation is None else f"{utilisation:.0%}", refresh=False)
-            bar.update()  # redraws at most every 0.1 s on a terminal, every 10 s into a log file
-            if interrupt.requested and step < cfg.MAX_ITERS:
-                bar.close()
-                saved = last_path if "val_loss" in record else run.save(step, train_loss)  # this step's
-                interrupt.exit_saved(saved, SCRIPT)
-    bar.close()
-    wall = time.perf_counter() - start
-    return summarize(cfg, model, tokenizer, data_dir, windows, val_loss, step, wall, last_path)
+            report.after(step, loss_sum.item() / cfg.GRAD_ACCUM_STEPS, lr=lr, tokens=tokens_per_step)
+    return summarize(cfg, model, tokenizer, data_dir, windows, report.val.get("val_loss", math.nan), step,
+                     report.seconds, report.last_path)
 
 
 def summarize(cfg: SimpleNamespace, model: GPT, tokenizer: Tokenizer, data_dir: Path,

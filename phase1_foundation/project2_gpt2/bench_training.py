@@ -13,9 +13,9 @@ clipping at 1.0, in fp32. Those are the defaults here.
 The reference side is written here from that description: nanoGPT's model choices at its defaults (no biases
 in Linear and LayerNorm, exact GELU, F.scaled_dot_product_attention, tied head), its optimizer as a CPU gets
 it (torch.optim.AdamW without foreach or fused: the one-tensor-at-a-time update), and its batches (the token
-file opened as a memmap on every call, windows sliced and stacked). Ours is train.py's own step
-(parallel.optimizer_step, which train.py calls: common/data/tokens.py's Batches, the model of model.py,
-clipping, common/training/optim.py's AdamW).
+file opened as a memmap on every call, windows sliced and stacked). Ours is train.py's own step, as its loop
+writes it (common/data/tokens.py's Batches, the model of model.py, clipping, common/training/optim.py's
+AdamW).
 
 The two models differ by design, and the differences cost ours: GPT-2 has biases (a few more parameters, a
 bias gradient per layer) and GELU's tanh form, which the released weights expect. Both sides read the same
@@ -37,13 +37,13 @@ from torch.nn import functional as F
 from common.data.tokens import Batches
 from common.errors import run_main
 from common.training.config import load_config
-from common.training.device import describe, grad_scaler, seed_everything
+from common.training.device import autocast, describe, grad_scaler, seed_everything
 from common.training.metrics import matmul_flops
 from common.training.optim import adamw, set_lr, warmup_cosine
 from phase1_foundation.project2_gpt2 import config
 from phase1_foundation.project2_gpt2.bench import race, report
 from phase1_foundation.project2_gpt2.model import GPT, GPTConfig
-from phase1_foundation.project2_gpt2.parallel import optimizer_step, wrap
+from phase1_foundation.project2_gpt2.parallel import wrap
 
 # PAPER: none; nanoGPT's README, "I only have a macbook" (its CPU command line), and its train.py defaults.
 NANOGPT_CPU = ["--DEVICE=cpu", "--N_LAYER=4", "--N_HEAD=4", "--N_EMBD=128", "--BLOCK_SIZE=64",
@@ -129,8 +129,8 @@ def reference_round(path: Path, cfg: SimpleNamespace, device: torch.device, step
 
 
 def our_round(path: Path, cfg: SimpleNamespace, device: torch.device, steps: int):
-    """Ours: train.py's optimizer_step, with its data path, model, AdamW and clipping (compiled with
-    --COMPILE=true; the warm-up round then includes the compiling)."""
+    """Ours: train.py's step, line for line as its loop takes it in one process, with its data path, model,
+    AdamW and clipping (compiled with --COMPILE=true; the warm-up round then includes the compiling)."""
     model = GPT(GPTConfig(vocab_size=cfg.VOCAB_SIZE, block_size=cfg.BLOCK_SIZE, n_layer=cfg.N_LAYER,
                           n_head=cfg.N_HEAD, n_embd=cfg.N_EMBD, dropout=cfg.DROPOUT)).to(device)
     optimizer = adamw(model, cfg.LEARNING_RATE, cfg.WEIGHT_DECAY, cfg.BETAS, device)
@@ -145,7 +145,16 @@ def our_round(path: Path, cfg: SimpleNamespace, device: torch.device, steps: int
         for _ in range(steps):
             set_lr(optimizer, warmup_cosine(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
                                             total_steps=cfg.MAX_ITERS, floor=cfg.MIN_LR_RATIO))
-            optimizer_step(stepper, model, batches, optimizer, scaler, cfg, world_size=1)
+            for _ in range(cfg.GRAD_ACCUM_STEPS):
+                x, y = batches.next()  # (B, T) each
+                with autocast(device):
+                    _, loss = stepper(x, y)
+                scaler.scale(loss / cfg.GRAD_ACCUM_STEPS).backward()
+            scaler.unscale_(optimizer)  # so that clipping sees the true gradients (fp16 scales them)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
             step += 1
 
     return run, model

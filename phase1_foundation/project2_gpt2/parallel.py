@@ -1,13 +1,12 @@
 """Data parallelism for train.py: one process per GPU under torchrun, each with a full copy of the model.
 
 Every step, each process runs its share of the batch forward and backward, DDP averages the gradients across
-processes, and every copy takes the same optimizer step. What the processes must agree on lives here: joining
-the group, the step itself (with gradient accumulation), averages and random states gathered from every
-process, when to stop, and what a lost process looks like. With one process every function is the plain
-single-device version, so train.py reads the same either way.
+processes, and every copy takes the same optimizer step. The step, with DDP's no_sync, is in train.py's loop;
+here are joining the group, wrapping the model, the average of a loss over processes, and what a lost process
+looks like. (When to stop and every process's random state: common/training/run.py's StepReport.) With one
+process every function is the plain single-device version, so train.py reads the same either way.
 """
 
-import contextlib
 import os
 import re
 from types import SimpleNamespace
@@ -16,10 +15,6 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from common.data.tokens import Batches
-from common.training import checkpoint as ckpt
-from common.training.device import autocast
-from common.training.interrupt import GracefulInterrupt
 from phase1_foundation.project2_gpt2.model import GPT
 
 
@@ -51,31 +46,6 @@ def wrap(model: GPT, compile_it: bool, world_size: int, device: torch.device) ->
     return torch.compile(stepper) if compile_it else stepper
 
 
-def optimizer_step(stepper: torch.nn.Module, model: GPT, batches: Batches, optimizer: torch.optim.Optimizer,
-                   scaler: torch.amp.GradScaler, cfg: SimpleNamespace, world_size: int) -> float:
-    """One optimizer step over GRAD_ACCUM_STEPS micro-batches; the mean loss over them and all processes.
-
-    `stepper` is the model as it is run: compiled, wrapped in DistributedDataParallel, or the model itself.
-    """
-    loss_sum = torch.zeros((), device=batches.device)
-    for micro in range(cfg.GRAD_ACCUM_STEPS):
-        last = micro == cfg.GRAD_ACCUM_STEPS - 1
-        # DDP averages the gradients across processes during backward(), a round of communication; the
-        # micro-steps before the last only add to the local gradients, so they skip it (no_sync).
-        with stepper.no_sync() if world_size > 1 and not last else contextlib.nullcontext():
-            x, y = batches.next()  # (B / world_size, T) each
-            with autocast(batches.device):
-                _, loss = stepper(x, y)
-            scaler.scale(loss / cfg.GRAD_ACCUM_STEPS).backward()
-        loss_sum += loss.detach()
-    scaler.unscale_(optimizer)  # so that clipping sees the true gradients (fp16 scales them)
-    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
-    scaler.step(optimizer)
-    scaler.update()
-    optimizer.zero_grad(set_to_none=True)
-    return mean_over_processes(loss_sum, world_size) / cfg.GRAD_ACCUM_STEPS
-
-
 def mean_over_processes(value: torch.Tensor, world_size: int) -> float:
     """The average of a scalar over all processes: each computed its loss on its own share of the batch."""
     if world_size > 1:
@@ -83,26 +53,6 @@ def mean_over_processes(value: torch.Tensor, world_size: int) -> float:
         dist.all_reduce(value)  # sum
         value /= world_size
     return value.item()
-
-
-def every_rng_state(world_size: int) -> list[dict] | None:
-    """Every process's random generators, in rank order (each draws its own dropout masks); None alone."""
-    if world_size == 1:
-        return None
-    states = [None] * world_size
-    dist.all_gather_object(states, ckpt.rng_state())
-    return states
-
-
-def interrupt_requested(interrupt: GracefulInterrupt, world_size: int, device: torch.device) -> bool:
-    """Ctrl-C reaches every process torchrun started, but not necessarily between the same two steps: the
-    processes agree to stop if any of them saw it, so all of them save at the same step. (The flag lives on
-    the process's device, as every tensor a collective sees must: NCCL reduces GPU tensors only.)"""
-    if world_size == 1:
-        return interrupt.requested
-    flag = torch.tensor(float(interrupt.requested), device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return bool(flag.item())
 
 
 def lost_a_process(error: RuntimeError) -> str | None:

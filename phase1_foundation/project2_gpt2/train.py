@@ -15,10 +15,10 @@ would, while with dropout on each process draws its own masks, and the run is an
 training.
 """
 
+import contextlib
 import math
 import os
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -31,25 +31,20 @@ from common.course.learn.check import refuse_stubs
 from common.data.tokens import Batches, load_tokens, read_meta
 from common.errors import run_main
 from common.files import portable
-from common.progress import progress
 from common.training import checkpoint as ckpt
 from common.training import dry_run
 from common.training.baselines import bigram_cross_entropy, unigram_cross_entropy
 from common.training.config import load_config
 from common.training.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
-from common.training.interrupt import GracefulInterrupt
 from common.training.metrics import (
-    MetricsLog,
-    check_finite,
     matmul_flops,
-    mfu,
     peak_flops,
     plot_losses,
     read_metrics,
     save_summary,
 )
 from common.training.optim import adamw, set_lr, warmup_cosine
-from common.training.run import TrainingRun
+from common.training.run import StepReport, TrainingRun
 from phase1_foundation.project2_gpt2 import config, parallel
 from phase1_foundation.project2_gpt2.download_data import prepare
 from phase1_foundation.project2_gpt2.generate import generate
@@ -137,63 +132,50 @@ def train(cfg: SimpleNamespace, rank: int, world_size: int, device: torch.device
     batches = Batches(train_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, seed=cfg.SEED,
                       rank=rank, world_size=world_size)  # each process reads its own rows of every batch
     tokens_per_step = cfg.BATCH_SIZE * cfg.GRAD_ACCUM_STEPS * cfg.BLOCK_SIZE  # over all processes
-    flops_per_token = model.flops_per_token()
     print(f"model: {model.num_parameters():,} parameters ({model.num_parameters(non_embedding=True):,} "
           f"non-embedding); {tokens_per_step:,} tokens per step")
     warn_if_rereading(cfg, tokens_per_step, len(train_tokens))
     if cfg.DRY_RUN:  # what the run would cost on a laptop GPU, from one step measured here: nothing trains
         return dry_run.report(model, lambda: model(*batches.next())[1], cfg)
 
-    run = TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
-                           batches=batches, data_dir=data_dir, tokenizer=tokenizer,
-                           extra={"world_size": world_size})
+    run = TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler, batches=batches,
+                      data_dir=data_dir, tokenizer=tokenizer, extra={"world_size": world_size})
     step = run.resume(SHAPE_KEYS, rank=rank)  # every process loads the same weights and optimizer state
     if not cfg.RESUME:
         seed_everything(cfg.SEED + rank)  # same weights everywhere, but each process its own dropout masks
-    log = MetricsLog(run.out_dir / "metrics.jsonl", resume_step=step if cfg.RESUME else None) if rank == 0 \
-        else None
-
     stepper = parallel.wrap(model, cfg.COMPILE, world_size, device)  # the model as each step runs it
 
-    # --- the loop: warmup + cosine LR, accumulation, clipping, periodic validation and checkpoints ----------
-    start, last_path, val_loss = time.perf_counter(), None, float("nan")
-    bar = progress(cfg.MAX_ITERS, initial=step) if rank == 0 else None
-    with GracefulInterrupt(newest=run.newest) as interrupt:
+    # --- the loop: warmup + cosine LR, accumulation, clipping; report does validation and checkpoints -----
+    with StepReport(run, cfg, step, evaluate=lambda: {"val_loss": evaluate(model, val_tokens, cfg, device)},
+                    script=SCRIPT, flops_per_token=model.flops_per_token(), rank=rank,
+                    world_size=world_size) as report:
         while step < cfg.MAX_ITERS:
             lr = warmup_cosine(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
                                total_steps=cfg.MAX_ITERS, floor=cfg.MIN_LR_RATIO)
             set_lr(optimizer, lr)
-            step_start = time.perf_counter()
-            train_loss = parallel.optimizer_step(stepper, model, batches, optimizer, scaler, cfg, world_size)
+            loss_sum = torch.zeros((), device=device)
+            for micro in range(cfg.GRAD_ACCUM_STEPS):
+                # DDP averages the gradients across processes in backward(), a round of communication; the
+                # micro-steps before the last only add to the local gradients, so they skip it (no_sync).
+                last = micro == cfg.GRAD_ACCUM_STEPS - 1
+                with stepper.no_sync() if world_size > 1 and not last else contextlib.nullcontext():
+                    x, y = batches.next()  # (B / world_size, T) each
+                    with autocast(device):
+                        _, loss = stepper(x, y)
+                    scaler.scale(loss / cfg.GRAD_ACCUM_STEPS).backward()
+                loss_sum += loss.detach()
+            scaler.unscale_(optimizer)  # so that clipping sees the true gradients (fp16 scales them)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
             step += 1
-
-            check_finite(train_loss, step, last_path)
-            tokens_per_second = tokens_per_step / (time.perf_counter() - step_start)
-            record = dict(step=step, train_loss=train_loss, lr=lr, tokens_per_second=tokens_per_second)
-            evaluating = step % cfg.EVAL_INTERVAL == 0 or step == cfg.MAX_ITERS
-            stopping = parallel.interrupt_requested(interrupt, world_size, device) and step < cfg.MAX_ITERS
-            if evaluating or stopping:
-                rng = parallel.every_rng_state(world_size)  # every process takes part; only rank 0 writes
-                if rank == 0:
-                    if evaluating:
-                        val_loss = record["val_loss"] = evaluate(model, val_tokens, cfg, device)
-                    last_path = run.save(step, record.get("val_loss", train_loss), rng=rng)
-            if rank == 0:
-                log.log(**record)
-                utilisation = mfu(flops_per_token, tokens_per_second / world_size, device)  # per GPU
-                bar.set_postfix(loss=f"{train_loss:.3f}", val=f"{val_loss:.3f}",
-                                tok_s=f"{tokens_per_second:,.0f}",
-                                mfu="n/a" if utilisation is None else f"{utilisation:.0%}", refresh=False)
-                bar.update()  # redraws at most every 0.1 s on a terminal, every 10 s into a log file
-            if stopping:
-                if rank == 0:
-                    bar.close()
-                interrupt.exit_saved(last_path, SCRIPT)
-    wall = time.perf_counter() - start
+            train_loss = parallel.mean_over_processes(loss_sum, world_size) / cfg.GRAD_ACCUM_STEPS
+            report.after(step, train_loss, lr=lr, tokens=tokens_per_step)
     if rank:
         return None
-    bar.close()
-    return summarize(cfg, model, data_dir, val_loss, step, wall, last_path, device)
+    return summarize(cfg, model, data_dir, report.val.get("val_loss", math.nan), step, report.seconds,
+                     report.last_path, device)
 
 
 def warn_if_rereading(cfg: SimpleNamespace, tokens_per_step: int, train_tokens: int) -> None:

@@ -15,7 +15,6 @@ sum of the two tasks' mean losses (§A.2), computed in objectives.py.
 """
 
 import math
-import time
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,14 +26,12 @@ from common.course.learn.check import refuse_stubs
 from common.data.tokens import read_meta
 from common.errors import run_main
 from common.files import portable
-from common.progress import progress
 from common.training import dry_run
 from common.training.config import load_config
 from common.training.device import autocast, describe, enable_tf32, grad_scaler, seed_everything
-from common.training.interrupt import GracefulInterrupt
-from common.training.metrics import MetricsLog, check_finite, matmul_flops, plot_losses, save_summary
+from common.training.metrics import matmul_flops, plot_losses, save_summary
 from common.training.optim import adamw, set_lr, warmup_linear
-from common.training.run import TrainingRun
+from common.training.run import StepReport, TrainingRun
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.baselines import Baselines
 from phase1_foundation.project3_contextual_embeddings.download_data import load_split, prepare
@@ -104,20 +101,19 @@ def main(argv: list[str] | None = None) -> dict:
         return dry_run.report(model, lambda: pretraining_loss(model, batches.next(), cfg.USE_NSP)[0], cfg)
 
     # --- resume (weights, optimizer moments, step, RNG, the pair generator, all exactly) or start afresh ---
-    run = TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler,
-                           batches=batches, data_dir=data_dir, tokenizer=tokenizer)
+    run = TrainingRun(cfg, PREFIX, KIND, model=model, optimizer=optimizer, scaler=scaler, batches=batches,
+                      data_dir=data_dir, tokenizer=tokenizer)
     step = run.resume(SHAPE_KEYS)
-    log = MetricsLog(run.out_dir / "metrics.jsonl", resume_step=step if cfg.RESUME else None)
 
-    # --- the loop: warmup then linear decay (PAPER: BERT §A.2), accumulation, clipping, validation ----------
-    start, last_path, val, val_counts, tokens_seen = time.perf_counter(), None, {}, Counter(), 0
-    bar = progress(cfg.MAX_ITERS, initial=step)
-    with GracefulInterrupt(newest=run.newest) as interrupt:
+    # --- the loop: warmup then linear decay (PAPER: BERT §A.2), accumulation, clipping ----------------------
+    tokens_seen = 0
+    with StepReport(run, cfg, step, evaluate=lambda: validate(model, val_batches, cfg),
+                    script=SCRIPT) as report:
         while step < cfg.MAX_ITERS:
             lr = warmup_linear(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
                                total_steps=cfg.MAX_ITERS)
             set_lr(optimizer, lr)
-            step_start, counts = time.perf_counter(), Counter()
+            counts = Counter()
             for _ in range(cfg.GRAD_ACCUM_STEPS):
                 # (B, T) input_ids, segment_ids, attention_mask, mlm_labels; (B,) nsp_labels
                 batch = batches.next()
@@ -132,30 +128,21 @@ def main(argv: list[str] | None = None) -> dict:
             optimizer.zero_grad(set_to_none=True)
             step += 1
             tokens_seen += counts["tokens"]  # real tokens, not padding
-            seconds = time.perf_counter() - step_start
-            record = {"step": step, "lr": lr, **metrics(counts, "train"), "step_seconds": seconds,
-                      "tokens_per_second": counts["tokens"] / seconds}
-            train_loss = record["train_loss"] = record["train_mlm_loss"] + record.get("train_nsp_loss", 0.0)
-            check_finite(train_loss, step, last_path)
-            if step % cfg.EVAL_INTERVAL == 0 or step == cfg.MAX_ITERS:
-                val, val_counts = evaluate(model, val_batches, cfg.USE_NSP)
-                record.update(val, val_loss=val["val_mlm_loss"] + val.get("val_nsp_loss", 0.0))
-                # Attention on the tokens just before and after, in the first validation batch (exercise 6).
-                record.update({f"val_{k}": v for k, v in neighbour_attention(model, val_batches[0]).items()})
-                last_path = run.save(step, record["val_loss"])
-            log.log(**record)
-            nsp = {"nsp": f"{record['train_nsp_loss']:.3f}"} if cfg.USE_NSP else {}
-            bar.set_postfix(mask=f"{record['train_mask_loss']:.3f}", **nsp, refresh=False,
-                            val_mask_acc=f"{val.get('val_mask_accuracy', float('nan')):.1%}",
-                            tok_s=f"{record['tokens_per_second']:,.0f}")
-            bar.update()
-            if interrupt.requested and step < cfg.MAX_ITERS:
-                bar.close()
-                saved = last_path if "val_loss" in record else run.save(step, train_loss)  # this step's
-                interrupt.exit_saved(saved, SCRIPT)
-    bar.close()
-    return summarize(cfg, run.out_dir, data_dir, val | baselines, val_counts, step,
-                     time.perf_counter() - start, tokens_seen, last_path)
+            train = metrics(counts, "train")
+            report.after(step, train["train_mlm_loss"] + train.get("train_nsp_loss", 0.0), lr=lr,
+                         tokens=counts["tokens"], **train)
+    val = {key: value for key, value in report.val.items() if key != "counts"}
+    return summarize(cfg, run.out_dir, data_dir, val | baselines, report.val.get("counts", Counter()), step,
+                     report.seconds, tokens_seen, report.last_path)
+
+
+def validate(model: BERT, val_batches: list[dict], cfg: SimpleNamespace) -> dict:
+    """What each evaluation logs: the validation losses and accuracies (val_loss is MLM + NSP), the counts
+    behind them, and the attention on the tokens just before and after, in the first batch (exercise 6)."""
+    val, counts = evaluate(model, val_batches, cfg.USE_NSP)
+    attention = {f"val_{key}": value for key, value in neighbour_attention(model, val_batches[0]).items()}
+    val_loss = val["val_mlm_loss"] + val.get("val_nsp_loss", 0.0)
+    return {**val, "val_loss": val_loss, **attention, "counts": counts}
 
 
 def summarize(cfg: SimpleNamespace, out_dir: Path, data_dir: Path, val: dict, val_counts: Counter, steps: int,

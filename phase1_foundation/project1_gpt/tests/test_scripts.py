@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from common.data.tokens import read_meta
 from common.errors import CourseError
+from common.training import run as training_run
 from common.training.baselines import bigram_log_probs, unigram_cross_entropy
 from common.training.config import settings
 from phase1_foundation.project1_gpt import config, download_data, finetune, sample, sweep, train
@@ -64,7 +65,7 @@ def test_ctrl_c_then_resume_continues_the_same_run_bit_for_bit(tiny, tmp_path, m
     uninterrupted, interrupted = tmp_path / "a", tmp_path / "b"
     train.main([*tiny, f"--OUT_DIR={uninterrupted}"])
 
-    monkeypatch.setattr(train, "GracefulInterrupt", interrupt_at(7))
+    monkeypatch.setattr(training_run, "GracefulInterrupt", interrupt_at(7))  # inside StepReport
     with pytest.raises(SystemExit) as stop:
         train.main([*tiny, f"--OUT_DIR={interrupted}"])
     assert stop.value.code == 0 and "--RESUME=latest" in capsys.readouterr().out

@@ -15,6 +15,8 @@ import torch
 from common.data.tokens import read_meta
 from common.errors import CourseError
 from common.files import REPO_ROOT
+from common.training import run as training_run
+from common.training.interrupt import GracefulInterrupt
 from phase1_foundation.project2_gpt2 import download_data, parallel, sample, train
 from phase1_foundation.project2_gpt2.tokenizer import load_tokenizer
 
@@ -61,7 +63,7 @@ def test_ctrl_c_then_resume_continues_the_same_run_bit_for_bit(tiny, tmp_path, m
     uninterrupted, interrupted = tmp_path / "a", tmp_path / "b"
     train.main([*tiny, f"--OUT_DIR={uninterrupted}"])
 
-    monkeypatch.setattr(train, "GracefulInterrupt", interrupt_at(7))
+    monkeypatch.setattr(training_run, "GracefulInterrupt", interrupt_at(7))  # inside StepReport
     with pytest.raises(SystemExit) as stop:
         train.main([*tiny, f"--OUT_DIR={interrupted}"])
     assert stop.value.code == 0 and "--RESUME=latest" in capsys.readouterr().out
@@ -146,7 +148,7 @@ def test_every_tensor_a_collective_sees_is_on_the_process_device(monkeypatch):
     monkeypatch.setattr(parallel.dist, "all_reduce", lambda tensor, op=None: seen.append(tensor.device))
     device = torch.device("cpu")
     with torch.device("meta"):
-        parallel.interrupt_requested(parallel.GracefulInterrupt(), world_size=2, device=device)
+        training_run.agree_to_stop(GracefulInterrupt(), world_size=2, device=device)
         parallel.mean_over_processes(torch.zeros((), device=device), world_size=2)
     assert seen == [device, device]
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from common.errors import CourseError
+from common.training import run as training_run
 from common.training.config import settings
 from phase1_foundation.project3_contextual_embeddings import baselines, config, embed, sweep, train
 
@@ -54,7 +55,7 @@ def test_ctrl_c_then_resume_continues_the_same_run_bit_for_bit(tiny, tmp_path, m
     uninterrupted, interrupted = tmp_path / "a", tmp_path / "b"
     train.main([*tiny, f"--OUT_DIR={uninterrupted}"])
 
-    monkeypatch.setattr(train, "GracefulInterrupt", interrupt_at(7))
+    monkeypatch.setattr(training_run, "GracefulInterrupt", interrupt_at(7))  # inside StepReport
     with pytest.raises(SystemExit) as stop:
         train.main([*tiny, f"--OUT_DIR={interrupted}"])
     assert stop.value.code == 0 and "--RESUME=latest" in capsys.readouterr().out
