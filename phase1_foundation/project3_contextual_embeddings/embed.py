@@ -66,6 +66,7 @@ from phase1_foundation.project3_contextual_embeddings.download_data import (
     prepare,
 )
 from phase1_foundation.project3_contextual_embeddings.finetune_data import shipped
+from phase1_foundation.project3_contextual_embeddings.hf_weights import from_hf
 from phase1_foundation.project3_contextual_embeddings.model import BERT
 from phase1_foundation.project3_contextual_embeddings.tokenizer import WordPieceTokenizer, load_tokenizer
 
@@ -94,7 +95,7 @@ def load_model(cfg: SimpleNamespace, device: torch.device) -> tuple[BERT, Tokeni
     much it was trained) from our checkpoint, or from a transformers folder (whose seed we do not know: SEED
     stands in)."""
     if cfg.HF_DIR:
-        model, tokenizer = BERT.from_hf(cfg.HF_DIR), load_tokenizer(Path(cfg.HF_DIR))
+        model, tokenizer = from_hf(cfg.HF_DIR), load_tokenizer(Path(cfg.HF_DIR))
         print(f"loaded {cfg.HF_DIR}")  # the corpus only supplies sentences
         return model.to(device).eval(), tokenizer, prepare(cfg), cfg.SEED, Path(cfg.HF_DIR).name
     model, state = BERT.from_checkpoint(cfg.CHECKPOINT, cfg.OUT_DIR, device)

@@ -53,6 +53,7 @@ from common.training.run import checkpoint_tokenizer
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import encode_sentence
 from phase1_foundation.project3_contextual_embeddings.finetune_data import Example, Task, load_task
+from phase1_foundation.project3_contextual_embeddings.hf_weights import from_hf
 from phase1_foundation.project3_contextual_embeddings.model import BERT, PREFIX
 from phase1_foundation.project3_contextual_embeddings.pretraining_data import truncated_lengths
 from phase1_foundation.project3_contextual_embeddings.tokenizer import load_tokenizer
@@ -279,7 +280,7 @@ def load_encoder(cfg: SimpleNamespace, device: torch.device) -> tuple[BERT, Toke
     """The BERT to fine-tune, its tokenizer, how much it was trained, and where it came from: our checkpoint,
     or released weights."""
     if cfg.HF_DIR:
-        encoder = BERT.from_hf(cfg.HF_DIR, heads=False)  # fine-tuning needs no pre-training head
+        encoder = from_hf(cfg.HF_DIR, heads=False)  # fine-tuning needs no pre-training head
         print(f"loaded {cfg.HF_DIR}; for BERT-base the paper's recipe is --FT_LEARNING_RATES=5e-5,4e-5,3e-5,"
               f"2e-5 --FT_EPOCHS=3 --FT_BATCH_SIZE=32 (now: {cfg.FT_LEARNING_RATES}, {cfg.FT_EPOCHS} epochs, "
               f"batch {cfg.FT_BATCH_SIZE})")

@@ -1,6 +1,6 @@
 """BERT's released vocabulary: the WordPiece that Google published with the weights (30,522 tokens in
-bert-base-uncased, vocab.txt), so that the original model (`BERT.from_hf`, `embed.py --HF_DIR`) reads the same
-ids it was trained on.
+bert-base-uncased, vocab.txt), so that the original model (`hf_weights.from_hf`, `embed.py --HF_DIR`) reads
+the same ids it was trained on.
 
 Our own runs train a SentencePiece BPE on our corpus instead, as in chapter 1 (common/data/tokenizers.py);
 load_tokenizer below reads either, recognising the released vocabulary by its file.

@@ -15,6 +15,7 @@ from common.errors import CourseError
 from phase1_foundation.project3_contextual_embeddings import finetune, finetune_data, train
 from phase1_foundation.project3_contextual_embeddings.finetune import BertClassifier, pair_input
 from phase1_foundation.project3_contextual_embeddings.finetune_data import Example, Pinned
+from phase1_foundation.project3_contextual_embeddings.hf_weights import from_hf
 from phase1_foundation.project3_contextual_embeddings.model import BERT, BertConfig
 
 CLS, SEP = 2, 3
@@ -313,7 +314,7 @@ def test_a_transformers_bert_model_folder_is_fine_tuned(trained, tmp_path):
         intermediate_size=64, max_position_embeddings=64)).eval()
     hf.save_pretrained(tmp_path)
     (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
-    ours = BERT.from_hf(tmp_path, heads=False).eval()
+    ours = from_hf(tmp_path, heads=False).eval()
     ids, segments = torch.tensor([[2, 30, 31, 3, 32, 33, 3]]), torch.tensor([[0, 0, 0, 0, 1, 1, 1]])
     expected = hf(input_ids=ids, token_type_ids=segments)
     torch.testing.assert_close(ours.hidden_states(ids, segments), expected.last_hidden_state,
@@ -321,6 +322,6 @@ def test_a_transformers_bert_model_folder_is_fine_tuned(trained, tmp_path):
     torch.testing.assert_close(ours.pooler(ours.hidden_states(ids, segments)[:, 0]), expected.pooler_output,
                                atol=1e-5, rtol=1e-5)
     with pytest.raises(CourseError, match="cls.predictions"):
-        BERT.from_hf(tmp_path)  # pre-training's heads are needed for MLM and NSP
+        from_hf(tmp_path)  # pre-training's heads are needed for MLM and NSP
     results = finetune.main([*trained, *QUICK, f"--HF_DIR={tmp_path}", "--FT_SEEDS=1"])
     assert "pretrained" in results and "scratch" in results

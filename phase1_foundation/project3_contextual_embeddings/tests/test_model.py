@@ -13,6 +13,7 @@ from torch.nn import functional as F
 
 from common.errors import CourseError
 from common.training.checkpoint import save_checkpoint
+from phase1_foundation.project3_contextual_embeddings.hf_weights import from_hf
 from phase1_foundation.project3_contextual_embeddings.model import (
     BERT,
     KIND,
@@ -210,7 +211,7 @@ def test_pretraining_loss_matches_transformers(hf_model):
 def test_from_hf_round_trip_safetensors(hf_model, tmp_path):
     hf_model.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").is_file()
-    model = BERT.from_hf(tmp_path).eval()
+    model = from_hf(tmp_path).eval()
     assert dataclasses.astuple(model.config)[:5] == (101, 16, 2, 4, 32)
     assert model.mlm_head.decoder.weight is model.embeddings.token.weight
     ids, segments, mask = pair_batch()
@@ -229,7 +230,7 @@ def test_from_hf_pytorch_bin_with_tensorflow_names(hf_model, tmp_path):
           for name, t in hf_model.state_dict().items() if name != "cls.predictions.decoder.bias"}
     sd["bert.embeddings.position_ids"] = torch.arange(16)[None]  # old checkpoints stored it; ignored
     torch.save(sd, tmp_path / "pytorch_model.bin")
-    model = BERT.from_hf(tmp_path).eval()
+    model = from_hf(tmp_path).eval()
     ids, segments, mask = pair_batch()
     with torch.no_grad():
         torch.testing.assert_close(model(ids, segments, mask)[0],
@@ -267,7 +268,7 @@ def bad_folders(tmp_path):
 def test_from_hf_bad_folders_exit_with_one_line(tmp_path):
     for case, folder, message in bad_folders(tmp_path):
         with pytest.raises(CourseError, match=message) as exit_info:
-            BERT.from_hf(folder)
+            from_hf(folder)
         text = str(exit_info.value)
         assert text.startswith("error: ") and "\n" not in text, case
 
