@@ -11,7 +11,7 @@ import shutil
 from unittest import mock
 
 # numpy's BLAS (which scipy's fits use) starts one thread per core; on a busy two-core machine, threads that
-# wait for each other made a small least-squares fit 15x slower. Set before numpy is first imported.
+# wait for each other make a small least-squares fit many times slower. Set before numpy is first imported.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import pytest
@@ -35,8 +35,8 @@ def corpus_file(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def one_thread(monkeypatch):
     """Models this small train fastest on one thread; on a busy machine, threads waiting for each other make
-    their small matrix products many times slower (about 8x for chapter 1's tests on two shared cores).
-    OMP_NUM_THREADS does the same for the training runs the exercises start as programs of their own."""
+    their small matrix products many times slower. OMP_NUM_THREADS does the same for the training runs the
+    exercises start as programs of their own."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     with one_torch_thread():
         yield

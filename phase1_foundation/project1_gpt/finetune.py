@@ -1,26 +1,16 @@
-"""Fine-tune GPT-1 on a multiple-choice task with the paper's input transformations (§3.3), and measure the
-paper's central claim: pre-training helps.
+"""Fine-tune GPT-1 on a multiple-choice task with the paper's input transformation (§3.3), and measure its
+central claim: pre-training helps.
 
-    # uses the newest checkpoint: one seed, every training question (a few minutes on two CPU cores)
+    # the newest checkpoint: one seed, every training question
     uv run python phase1_foundation/project1_gpt/finetune.py
     # three seeds at four label counts: the spread between seeds, and where pre-training helps most
     uv run python phase1_foundation/project1_gpt/finetune.py --FT_SEEDS=1337,1,2 --FT_LABELS=100,300,1000,3000
 
-The task is built from the corpus itself (by download_data.py, beside the token files): which is the real
-sentence? One sentence of an article for context, then two candidates: the next sentence as written, and the
-same sentence with the words between its first and last shuffled. It is GPT-1's CoLA (is this sentence
-grammatical?) in miniature, and both candidates hold the same words, so no rule that looks only at which words
-appear can tell them apart.
-(--FT_TASK=ending puts a sentence of another article in place of the shuffled one: exercise 4.)
-Each candidate becomes one sequence `<|start|> context <|delim|> candidate <|extract|>`; a linear layer
-reads the final state at <|extract|> and a softmax over the candidates picks one. On questions from
-documents held out of pre-training:
-  zero-shot    the pre-trained LM alone: the candidate it finds most likely as a continuation
-  pre-trained  the pre-trained model fine-tuned on the task (loss = task + FT_LM_WEIGHT * LM, §3.2)
-  scratch      the same architecture fine-tuned from random weights, same data, same steps
-and, beside them, what needs no transformer:
-  word overlap the candidate that shares the rarest words with the context
-  bigram       the zero-shot rule with a bigram model counted on the training tokens in place of the LM
+The task (questions.json, built by download_data.py): after a sentence of context, which candidate is the
+next sentence as written, and which the same with its inner words shuffled? Each candidate becomes
+`<|start|> context <|delim|> candidate <|extract|>`; a linear layer reads the <|extract|> state. Fine-tuned
+from the pre-trained model and from scratch, on held-out questions, beside zero-shot, a counted bigram and the
+shared-rare-words rule. README, "Fine-tuning: does pre-training help?"; --FT_TASK=ending is exercise 4's task.
 """
 
 import copy
@@ -67,8 +57,9 @@ def encode(questions: list[Question], tokenizer: Tokenizer, block_size: int) -> 
             room = block_size - len(ending) - 3
             sequences.append([start, *context[-room:], delim, *ending, extract])
     T = max(map(len, sequences))
-    ids = torch.zeros(len(sequences), T, dtype=torch.long)  # padding after <|extract|> is never attended to:
-    for row, seq in zip(ids, sequences, strict=True):  # the mask is causal
+    # The padding after <|extract|> is never attended to: the mask is causal.
+    ids = torch.zeros(len(sequences), T, dtype=torch.long)
+    for row, seq in zip(ids, sequences, strict=True):
         row[: len(seq)] = torch.tensor(seq)
     extract_at = torch.tensor([len(seq) - 1 for seq in sequences])
     K = len(questions[0].candidates)
@@ -166,6 +157,7 @@ def finetune(model: MultipleChoiceGPT, data: tuple, steps: int, cfg: SimpleNames
         with autocast(device):
             scores, logits = model(x, e)
             task = F.cross_entropy(scores, y)
+            # PAPER: GPT-1 §3.2, Eq. 5: L3 = L2 + lambda * L1, lambda = FT_LM_WEIGHT.
             loss = task + cfg.FT_LM_WEIGHT * lm_loss(logits, x, e) if cfg.FT_LM_WEIGHT else task
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
@@ -230,8 +222,9 @@ def zero_shot_accuracy(gpt: GPT, questions: list[Question], tokenizer: Tokenizer
 def bigram_accuracy(questions: list[Question], tokenizer: Tokenizer, train_tokens: np.ndarray,
                     block_size: int) -> float:
     sequences = [(ids, n) for q in questions for ids, n in as_plain_text(q, tokenizer, block_size)]
-    previous = np.concatenate([ids[-n - 1 : -1] for ids, n in sequences])  # each candidate token's
-    following = np.concatenate([ids[-n:] for ids, n in sequences])  # predecessor, the context's last included
+    # Each candidate token's predecessor, the context's last token included.
+    previous = np.concatenate([ids[-n - 1 : -1] for ids, n in sequences])
+    following = np.concatenate([ids[-n:] for ids, n in sequences])
     log_probs = bigram_log_probs(train_tokens, previous, following, tokenizer.vocab_size)
     means = [chunk.mean() for chunk in np.split(log_probs, np.cumsum([n for _, n in sequences])[:-1])]
     K = len(questions[0].candidates)

@@ -24,8 +24,7 @@ def from_hf(folder: str | Path) -> GPT:
     """Load an OpenAI GPT saved in the Hugging Face transformers layout (e.g. OpenAI's released GPT-1).
 
     The folder holds config.json and model.safetensors or pytorch_model.bin, as written by
-    OpenAIGPTLMHeadModel.save_pretrained. Anything else ends the program with one line saying
-    what is wrong.
+    OpenAIGPTLMHeadModel.save_pretrained. Anything else ends the program with one line saying what is wrong.
     """
     folder = Path(folder)
     hf = _read_hf_config(folder)
@@ -48,8 +47,7 @@ def from_hf(folder: str | Path) -> GPT:
 def _read_hf_config(folder: Path) -> dict:
     hf = read_hf_config(folder, "openai-gpt", _HF_HINT)
     path = Path(folder) / "config.json"
-    # Our blocks implement GELU (transformers' "gelu" here is the tanh form), LayerNorm eps 1e-5
-    # and a tied head.
+    # Our blocks: GELU (transformers' "gelu" here is the tanh form), LayerNorm eps 1e-5, a tied head.
     if hf.get("afn", "gelu") != "gelu" or hf.get("layer_norm_epsilon", 1e-5) != 1e-5:
         raise CourseError(f"error: {path} asks for afn={hf.get('afn')!r}, "
                           f"eps={hf.get('layer_norm_epsilon')}; "

@@ -1,12 +1,8 @@
 """GPT-1 (Radford et al. 2018, "Improving Language Understanding by Generative Pre-Training"), as published.
 
-A stack of decoder blocks over learned token and position embeddings; the output head reuses the token
-embedding matrix. Each block normalises *after* its residual additions (post-LN), and there is no final
-LayerNorm: the last block already ends in one. GPT-2 later moved the norm to the input of each sub-block
-(pre-LN) and added a final LayerNorm; `GPTConfig.pre_ln` makes that change on this model so you can see why.
-
-Read top to bottom: GPTConfig -> CausalSelfAttention -> MLP -> Block -> GPT -> our checkpoints.
-Generation is in generate.py, and the weights in transformers' layout in hf_weights.py.
+Decoder blocks over learned token and position embeddings, the head tied to the token embedding. Each
+block normalises after its residual additions (post-LN), so there is no final LayerNorm; `GPTConfig.pre_ln`
+switches to GPT-2's pre-LN (exercise 1).
 Shapes: B batch, T sequence length, C = n_embd, nh = n_head, hs = C // nh head size, V vocabulary size.
 """
 
@@ -22,22 +18,22 @@ from torch.nn import functional as F
 from common.errors import CourseError
 from common.training import checkpoint as ckpt
 
-IGNORE = -100  # a target F.cross_entropy leaves out (its ignore_index)
+IGNORE = -100  # F.cross_entropy's ignore_index
 
 
 @dataclass
 class GPTConfig:
-    """The defaults are the paper's model; only the vocabulary depends on the tokenizer you train."""
+    """The defaults are the paper's model; the vocabulary comes from your tokenizer."""
 
-    vocab_size: int  # PAPER: GPT-1 §4.1 (BPE, 40,000 merges; the released vocabulary has 40,478 tokens)
-    block_size: int = 512  # PAPER: GPT-1 §4.1 (contiguous sequences of 512 tokens)
-    n_layer: int = 12  # PAPER: GPT-1 §4.1 (12-layer decoder-only transformer)
-    n_head: int = 12  # PAPER: GPT-1 §4.1 (12 masked self-attention heads)
-    n_embd: int = 768  # PAPER: GPT-1 §4.1 (768-dimensional states; the MLP's inner size is 4 * 768 = 3072)
-    dropout: float = 0.1  # PAPER: GPT-1 §4.1 (dropout 0.1 on embeddings, attention and residuals)
-    pre_ln: bool = False  # False: GPT-1's post-LN. True: GPT-2's pre-LN plus a final LayerNorm (exercise 1)
-    fast_attention: bool = True  # False: the explicit masked softmax you can read; same numbers, slower
-    causal: bool = True  # False only for exercise 2: every position also sees the future, and learns to cheat
+    vocab_size: int  # PAPER: GPT-1 §4.1: 40,000 BPE merges (40,478 tokens released)
+    block_size: int = 512  # PAPER: GPT-1 §4.1
+    n_layer: int = 12  # PAPER: GPT-1 §4.1
+    n_head: int = 12  # PAPER: GPT-1 §4.1
+    n_embd: int = 768  # PAPER: GPT-1 §4.1 (MLP inner size 3072)
+    dropout: float = 0.1  # PAPER: GPT-1 §4.1
+    pre_ln: bool = False  # True: GPT-2's pre-LN and final LayerNorm (exercise 1)
+    fast_attention: bool = True  # False: the explicit masked softmax; same numbers, slower
+    causal: bool = True  # False only in exercise 2: every position also sees the future
 
     def __post_init__(self):
         if self.n_embd % self.n_head:
@@ -50,11 +46,8 @@ class GPTConfig:
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention in which position t sees only positions 0..t.
 
-    The causal mask is the one thing that stops a decoder from reading the token it is asked to predict
-    (a decoder-only model has no encoder and no cross-attention). Two paths compute the same function:
-    the explicit one builds the (T, T) score matrix and hides the future with a lower-triangular mask,
-    which is what to read; the fast one asks PyTorch's fused kernel for the same thing (is_causal=True)
-    without storing the matrix, which is what to run.
+    The causal mask alone stops a decoder from reading the token it must predict. The explicit path is the
+    one to read, the fused kernel (is_causal=True) the one to run.
     """
 
     def __init__(self, config: GPTConfig):
@@ -63,13 +56,12 @@ class CausalSelfAttention(nn.Module):
         self.dropout = config.dropout
         self.fast = config.fast_attention
         self.causal = config.causal
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # queries, keys, values: all heads at once
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd)  # mixes the heads' outputs
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # q, k, v of all heads in one matmul
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd)
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
         if self.causal and not self.fast:
-            # mask[i, j] is True where query i may look at key j, i.e. j <= i. Not saved in checkpoints:
-            # it is a function of block_size, not something learned.
+            # Not persistent: a function of block_size, not a learned weight.
             ones = torch.ones(config.block_size, config.block_size, dtype=torch.bool)
             self.register_buffer("mask", torch.tril(ones), persistent=False)
 
@@ -84,23 +76,23 @@ class CausalSelfAttention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p,
                                                is_causal=self.causal)  # (B, nh, T, hs)
         else:
-            # Dividing by sqrt(hs) keeps the scores' variance near 1, so softmax does not saturate.
+            # PAPER: Vaswani et al. 2017 §3.2.1, Eq. 1: softmax(QK^T / sqrt(d_k)) V, d_k = hs.
             att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))  # (B, nh, T, T)
             if self.causal:
                 att = att.masked_fill(~self.mask[:T, :T], float("-inf"))  # the future: weight exp(-inf) = 0
-            att = self.attn_dropout(F.softmax(att, dim=-1))  # each row sums to 1 over positions <= t
+            att = self.attn_dropout(F.softmax(att, dim=-1))
             y = att @ v  # (B, nh, T, hs)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again: (B, T, C)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
 
 class MLP(nn.Module):
-    """The position-wise feed-forward network: every token is transformed on its own, 4x wider inside."""
+    """The position-wise feed-forward network, 4x wider inside."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
-        # PAPER: GPT-1 §4.1 (GELU); the released code uses the tanh approximation, and its weights expect it.
+        # PAPER: GPT-1 §4.1: GELU; tanh form, as the released weights expect.
         self.gelu = nn.GELU(approximate="tanh")
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
         self.dropout = nn.Dropout(config.dropout)
@@ -112,10 +104,7 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """One decoder block: attention lets tokens read each other, then the MLP works on each token alone.
 
-    GPT-1 normalises the sum after each residual addition (post-LN, as in the original Transformer). Every
-    gradient then flows through 2 * n_layer LayerNorms on its way down, which makes deep post-LN stacks
-    depend on learning-rate warmup and go unstable as they grow. GPT-2 normalises the input of each sub-block
-    instead (pre-LN): the residual path x -> x + f(x) is then a plain sum from the embedding to the output.
+    Post-LN puts 2 * n_layer LayerNorms in every gradient's path; pre-LN keeps a plain residual sum.
     """
 
     def __init__(self, config: GPTConfig):
@@ -142,35 +131,31 @@ class GPT(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.config = config
-        self.wte = nn.Embedding(config.vocab_size, config.n_embd)  # token embedding
-        self.wpe = nn.Embedding(config.block_size, config.n_embd)  # PAPER: GPT-1 §4.1 (learned positions)
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.block_size, config.n_embd)  # PAPER: GPT-1 §4.1: learned positions
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        # A post-LN stack already ends in a LayerNorm, so GPT-1 has no final one. A pre-LN stack ends in a
-        # raw residual sum whose scale grows with depth; GPT-2 added a final LayerNorm for it,
-        # and so does pre_ln=True.
+        # Post-LN blocks end in a LayerNorm already; a pre-LN stack ends in a raw sum and needs one.
         self.ln_f = nn.LayerNorm(config.n_embd) if config.pre_ln else nn.Identity()
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-        # Tied head: the score of token v is the dot product of the final state with v's own embedding, and
-        # the V x C matrix is stored and learned once.
-        self.lm_head.weight = self.wte.weight
+        self.lm_head.weight = self.wte.weight  # tied: one V x C matrix, as in the released weights
         self.apply(self._init_weights)
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
-        # PAPER: GPT-1 §4.1 ("a simple weight initialization of N(0, 0.02) was sufficient"); biases start at
-        # zero and LayerNorms at the identity (PyTorch's default for them).
+        # PAPER: GPT-1 §4.1: N(0, 0.02). Biases zero; LayerNorms keep PyTorch's identity init.
         if isinstance(module, nn.Linear | nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
     def hidden_states(self, idx: Tensor) -> Tensor:
-        """Final states (B, T, C) before the head; fine-tuning heads read them (e.g. at the extract token)."""
+        """Final states (B, T, C) before the head, which fine-tuning reads at <|extract|>."""
         B, T = idx.shape
         if T > self.config.block_size:
             raise ValueError(f"sequence of {T} tokens is longer than block_size {self.config.block_size}")
         pos = torch.arange(T, device=idx.device)  # (T,)
+        # PAPER: GPT-1 §3.1, Eq. 2: h_0 = U W_e + W_p; h_l = transformer_block(h_{l-1}).
         x = self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, C) + (T, C) broadcast -> (B, T, C)
         for block in self.blocks:
             x = block(x)  # (B, T, C)
@@ -179,8 +164,9 @@ class GPT(nn.Module):
     def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """Logits (B, T, V) for the token after each position, and with targets (B, T) the mean cross-entropy.
 
-        Targets equal to IGNORE are left out of the mean (fine-tuning ignores the padding after a sequence).
+        Targets equal to IGNORE are left out of the mean.
         """
+        # PAPER: GPT-1 §3.1, Eq. 2: P(u) = softmax(h_n W_e^T).
         logits = self.lm_head(self.hidden_states(idx))  # (B, T, V)
         if targets is None:
             return logits, None
@@ -189,12 +175,8 @@ class GPT(nn.Module):
         return logits, loss
 
     def num_parameters(self, non_embedding: bool = False) -> int:
-        """Parameter count. parameters() yields a shared tensor once, so a tied head is counted once.
-
-        non_embedding=True gives Kaplan et al.'s N: without the token and position tables, and without the
-        head's matrix when it is a separate one (subtracting only the Embedding modules would count an untied
-        head as "non-embedding" compute).
-        """
+        """Parameter count, a tied head once; non_embedding=True gives Kaplan et al.'s N, without the
+        embedding tables or an untied head's matrix."""
         params = {id(p): p for p in self.parameters()}
         if non_embedding:
             for p in (self.wte.weight, self.wpe.weight, self.lm_head.weight):
@@ -204,12 +186,8 @@ class GPT(nn.Module):
     def flops_per_token(self) -> float:
         """Training FLOPs per token, as Kaplan et al. 2020 (Table 1) count them, plus the output head.
 
-        The forward pass costs 2 FLOPs (multiply, add) per non-embedding weight, plus the attention scores
-        against a full context (2 * n_layer * n_ctx * d_model); the backward pass costs twice the forward.
-        Kaplan leave out the head's V x C matmul, negligible at their sizes; for a small model with a large
-        vocabulary it is a big share of the work, and MFU should count work actually done. (Chapter 4's
-        flops_per_token(config, "kaplan") is this count without the head: Kaplan's C, which its scaling laws
-        are fitted in.)
+        Kaplan leave out the head's V x C matmul, negligible at their sizes but a big share of a small
+        model's work, which MFU should count.
         """
         c = self.config
         matmul_weights = self.num_parameters(non_embedding=True) + c.vocab_size * c.n_embd
@@ -218,8 +196,8 @@ class GPT(nn.Module):
     @classmethod
     def from_checkpoint(cls, spec: str | Path, out_dir: str | Path = ".", device: str | torch.device = "cpu"
                         ) -> tuple["GPT", dict]:
-        """The model a train.py checkpoint holds, in eval mode on `device`, and the checkpoint itself (its
-        settings, step and prepared-data folder). `spec` is a checkpoint's path, or "latest" in `out_dir`."""
+        """The model of a train.py checkpoint, in eval mode on `device`, and the checkpoint itself.
+        `spec` is a checkpoint's path, or "latest" in `out_dir`."""
         path, state = ckpt.open_checkpoint(str(spec), Path(out_dir), PREFIX, kind=KIND, map_location=device)
         model = cls(GPTConfig(**state["model_config"]))
         model.load_state_dict(ckpt.clean_state_dict(state["model"]))
@@ -227,8 +205,7 @@ class GPT(nn.Module):
         return model.to(device).eval(), state
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Our own checkpoints: train.py writes them, from_checkpoint reads them.
+# --- our own checkpoints: train.py writes them, from_checkpoint reads them
 
-KIND = "project1/gpt"  # saved in every checkpoint, so another chapter's file is refused with a clear line
+KIND = "project1/gpt"  # saved in every checkpoint, so another chapter's file is refused
 PREFIX = "gpt"  # checkpoints/project1/gpt_iter{N}_loss{L}.pt

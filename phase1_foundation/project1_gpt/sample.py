@@ -5,8 +5,8 @@
     uv run python phase1_foundation/project1_gpt/sample.py --HF_DIR=path/to/openai-gpt  # the released weights
 
 `--HF_DIR` takes a folder written by transformers' `OpenAIGPTLMHeadModel.save_pretrained` (config.json,
-model.safetensors, vocab.json, merges.txt): the same architecture as ours, so the real GPT-1
-runs in our code.
+model.safetensors, vocab.json, merges.txt): the same architecture as ours, so the real GPT-1 runs in our code.
+README, "Running it".
 """
 
 from pathlib import Path

@@ -8,16 +8,11 @@ seeds, and compare how far below the bigram model each ended.
     # two of them, with three seeds each
     uv run python phase1_foundation/project1_gpt/sweep.py --SEEDS=1337,1,2 narrow-lr2e-3 no-dropout-lr1e-3
 
-On a laptop the question is not which model is best but which learns most per minute: a smaller model takes
-more steps in the same time; a larger learning rate moves further per step, until post-LN training stalls
-(exercise 1). Each candidate first runs a few steps to time one step on this machine; the timings are kept in
-step_seconds.json, so they fix each candidate's number of steps once, and a busy machine then changes only how
-long a run takes. Every candidate gets the time that 600 steps of the first, the 4 x 256 model with GPT-1's
-dropout, take here (BUDGET), so a candidate's number of steps follows from the ratio of step times alone, on
-whatever machine runs it. Each then trains through train.py itself, its warmup a sixth of its steps, and is
-scored against the bigram and unigram models on its own validation windows (the same targets as the model):
-the gap below the bigram compares candidates of one vocabulary, and across vocabularies only roughly (a token
-is another length). Finished runs are skipped: an interrupted sweep continues where it stopped.
+Each candidate's step is timed once on this machine (kept in step_seconds.json); every candidate then gets
+the time that BUDGET's steps of the 4 x 256 model with GPT-1's dropout take, trains through train.py with a
+warmup of a sixth of its steps, and is scored against the bigram model on its own validation windows.
+Finished runs are skipped, so an interrupted sweep continues where it stopped.
+README, "Appendix: how the cpu preset was chosen".
 """
 
 import json

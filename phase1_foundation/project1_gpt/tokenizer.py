@@ -4,9 +4,8 @@ original model (`hf_weights.from_hf`, `sample.py --HF_DIR`) reads the same ids i
 Our own runs train a SentencePiece BPE on our corpus instead (common/data/tokenizers.py); load_tokenizer below
 reads either, recognising the released vocabulary by its files.
 
-Read top to bottom: GPT1BPETokenizer -> load_tokenizer. The text is first normalised and split into words
-the way transformers does without OpenAI's ftfy and spaCy: by BERT's basic tokenizer
-(common/data/tokenizers.py).
+Read top to bottom: GPT1BPETokenizer -> load_tokenizer. The text is first normalised and split into words the
+way transformers does without OpenAI's ftfy and spaCy: by BERT's basic tokenizer (common/data/tokenizers.py).
 """
 
 import functools
@@ -98,8 +97,7 @@ class GPT1BPETokenizer:
 
 
 def load_tokenizer(folder: Path) -> Tokenizer:
-    """GPT-1's released vocabulary if `folder` holds it, else the tokenizer we trained
-    (common/data/tokenizers.py).
+    """GPT-1's released vocabulary if `folder` holds it, else our trained one (common/data/tokenizers.py).
 
     GPT-1's files are looked for first: a transformers folder may also hold a tokenizer.json of its own, which
     is not ours.

@@ -6,6 +6,7 @@
 
 Config -> data -> model -> optimizer -> loop -> checkpoint. The plumbing (devices, batches, checkpoints,
 logging) lives in common/ so that this file reads as the recipe of the paper's §3.1 and §4.1.
+README, "Running it" and "Results".
 """
 
 import math

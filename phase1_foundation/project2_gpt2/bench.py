@@ -3,21 +3,11 @@
     uv run python phase1_foundation/project2_gpt2/bench.py                   # the cpu preset's shape
     uv run python phase1_foundation/project2_gpt2/bench.py --N_LAYER=6 --DEVICE=cpu
 
-Why: the chapter builds GPT-2 from scratch, and a from-scratch model slower than the library's is a cost
-every learner pays on every run. Ours is saved with to_hf and read back by GPT2LMHeadModel.from_pretrained,
-so both start from the same weights (checked: the same loss on the first batch). Then two races, in which the
-sides take turns, ours then theirs, for several rounds after a warm-up one, so that a machine getting busier
-halfway hurts both alike; the median round counts.
-
-1. Training: whole steps as train.py takes them, forward under the same autocast (fp32 on a CPU, bf16 on a
-   recent GPU), loss, backward, clipping, the same AdamW (common/training/optim.py), zero_grad, on the same
-   batches of random tokens (the speed of a step does not depend on what the tokens say).
-2. Generation: greedy, one prompt of random tokens, the same number of new tokens, in fp32 on every device
-   (as sample.py generates); ours with its KV cache, theirs with `generate(use_cache=True, do_sample=False)`.
-   Both must write the same tokens: a check that the race is between two equal models.
-
-Any config.py name can be changed (--NAME=value); the default shape is the cpu preset's, with the vocabulary
-that VOCAB_SIZE=0 gives the embedded wiki-sample corpus.
+Ours is saved with to_hf and read back by GPT2LMHeadModel.from_pretrained, so both start from the same
+weights. The sides race in alternating rounds after a warm-up one, and the median round counts: whole training
+steps as train.py takes them, and greedy generation in fp32, ours with its KV cache, theirs with
+`generate(use_cache=True)`; both must write the same tokens. The default shape is the cpu preset's.
+README, "Against `transformers`".
 """
 
 import statistics

@@ -4,24 +4,11 @@ configuration, in one process.
     uv run python phase1_foundation/project2_gpt2/bench_training.py
     uv run python phase1_foundation/project2_gpt2/bench_training.py --N_LAYER=6 --BLOCK_SIZE=128
 
-Why: bench.py races the same model against transformers' GPT2LMHeadModel, a library built for every use. The
-question a learner asks of a from-scratch course is sharper: is this training loop as fast as the smallest
-well-known one? nanoGPT's README trains a character-level GPT on a CPU with 4 layers, 4 heads, 128 wide, a
-context of 64, batches of 12, dropout 0, learning rate 1e-3, betas (0.9, 0.99), weight decay 0.1 on matrices,
-clipping at 1.0, in fp32. Those are the defaults here.
-
-The reference side is written here from that description: nanoGPT's model choices at its defaults (no biases
-in Linear and LayerNorm, exact GELU, F.scaled_dot_product_attention, tied head), its optimizer as a CPU gets
-it (torch.optim.AdamW without foreach or fused: the one-tensor-at-a-time update), and its batches (the token
-file opened as a memmap on every call, windows sliced and stacked). Ours is train.py's own step, as its loop
-writes it (common/data/tokens.py's Batches, the model of model.py, clipping, common/training/optim.py's
-AdamW).
-
-The two models differ by design, and the differences cost ours: GPT-2 has biases (a few more parameters, a
-bias gradient per layer) and GELU's tanh form, which the released weights expect. Both sides read the same
-random tokens (the speed of a step does not depend on what they say) and take turns, one round each, after a
-warm-up round; the median round counts. One more round of each under torch.profiler then splits a step into
-kinds of work, to show where the two differ.
+Is this training loop as fast as the smallest well-known one? The defaults are the CPU configuration of
+nanoGPT's README. The lean side is written here from nanoGPT's choices (no biases, exact GELU, fused
+attention, a memmap reopened per batch, AdamW one tensor at a time); ours is train.py's own step. The sides
+take turns after a warm-up round, the median round counts, and one more round each under torch.profiler
+splits a step into kinds of work. README, "Against a lean training loop".
 """
 
 import sys

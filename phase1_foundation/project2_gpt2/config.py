@@ -77,17 +77,14 @@ GPT2_CONTEXT, GPT2_VOCAB = 1024, 50257
 
 # What a laptop can afford. Only the names listed change; everything else keeps the values above.
 PRESETS = {
-    # A laptop GPU (RTX 3050-class, 4 GB): a 6-layer GPT-2 in minutes. 1,000 steps read wiki-sample (the
-    # default corpus) 12 times; three times as many overfit it (README).
+    # A laptop GPU (RTX 3050-class, 4 GB): a 6-layer GPT-2 in minutes, short enough not to overfit the
+    # default wiki-sample (README, "Results").
     "gpu": dict(
         N_LAYER=6, N_HEAD=6, N_EMBD=384, BLOCK_SIZE=256, BATCH_SIZE=32, GRAD_ACCUM_STEPS=1,
         LEARNING_RATE=1e-3, WARMUP_ITERS=100, MAX_ITERS=1000, EVAL_INTERVAL=100, COMPILE=True,
     ),
-    # Two CPU cores: a 4-layer GPT-2, 192 wide, in about five minutes, chosen by a measured comparison
-    # (README, "Choosing the cpu preset"). At 256 wide, 900 steps (the same five minutes) ended 0.10 nats
-    # below the bigram model; 192 wide reads 1.4x as many tokens in that time, and 1,200 steps ended 0.22
-    # below it (1,480 steps, six minutes: 0.29). The run reads the data about 3.6 times, too little to
-    # overfit, so dropout is off: it only slows a run this short.
+    # Two CPU cores: a 4-layer GPT-2, 192 wide, in minutes; README, "Choosing the cpu preset", says why
+    # this shape. A run this short reads the data too few times to overfit, so dropout is off.
     "cpu": dict(
         N_LAYER=4, N_HEAD=4, N_EMBD=192, BLOCK_SIZE=128, BATCH_SIZE=16, GRAD_ACCUM_STEPS=1, DROPOUT=0.0,
         LEARNING_RATE=3e-3, WARMUP_ITERS=50, MAX_ITERS=1200, EVAL_INTERVAL=200, EVAL_ITERS=10,

@@ -5,9 +5,9 @@
     uv run python phase1_foundation/project2_gpt2/download_data.py --TOKENIZER=gpt2  # GPT-2's vocabulary
     uv run python phase1_foundation/project2_gpt2/download_data.py --TEXT_FILE=my_notes.txt --VOCAB_SIZE=4096
 
-`train.py` calls `prepare()` itself when nothing is prepared yet, so this script is only needed to choose
+`train.py` calls `prepare()` itself when nothing is prepared yet, so this script is only needed to prepare
 another corpus or tokenizer ahead of time. Nothing after this step reads raw text again, except zero_shot.py,
-which builds its last-word task from the held-out documents that meta.json lists.
+which builds its last-word task from the held-out documents that meta.json lists. README, "Running it".
 """
 
 from pathlib import Path

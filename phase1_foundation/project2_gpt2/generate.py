@@ -1,12 +1,8 @@
 """Fast generation with GPT-2: the KV cache, and the sampling controls a released model is used with.
 
-A decoder writes one token at a time, each from everything before it. Done naively, every new token sends
-the whole context through the model again, although the keys and values of the earlier positions have not
-changed: KVCache keeps every layer's keys and values, so that each step feeds the newest token alone. Which
-token is then drawn is up to the sampling controls: temperature, top-k, nucleus (top-p), and stopping at
-<|endoftext|> or wherever the caller says. None of this changes the model: while generate runs, each
-attention layer holds a KVCache in its `cache` slot, and hidden_states' `start` puts the new tokens after
-the cached positions.
+KVCache keeps every layer's keys and values, so that each step feeds the newest token alone; while generate
+runs, each attention layer holds one in its `cache` slot, and hidden_states' `start` puts the new tokens after
+the cached positions. README, "Generating text fast", explains the cache and the sampling controls.
 
 Shapes: B batch, T new positions, S positions held (the cached ones, then the T new ones), C = n_embd,
 nh = n_head, hs = C // nh head size, V vocabulary size.

@@ -1,11 +1,9 @@
 """GPT-2 in transformers' layout, both ways: run OpenAI's released weights in our model, and hand our trained
 model to anything that reads a GPT2LMHeadModel folder.
 
-transformers keeps OpenAI's names: transformer.wte, transformer.wpe, transformer.h.{i} (our blocks.{i}, with
-the same sub-module names), transformer.ln_f; lm_head.weight is the tied wte.weight. The block's linear
-layers are OpenAI's "Conv1D", which stores its weight as (in, out); nn.Linear stores (out, in), so those four
-weights are transposed both ways. Older files also hold each layer's causal mask (attn.bias,
-attn.masked_bias): a function of the sizes, not a learned weight, and ignored here.
+transformers keeps OpenAI's names (transformer.h.{i} is our blocks.{i}); its "Conv1D" stores a weight as
+(in, out), nn.Linear as (out, in), so those four weights are transposed both ways. Older files also hold each
+layer's causal mask (attn.bias, attn.masked_bias), not a learned weight, ignored here. README, "Code tour".
 """
 
 import json

@@ -1,10 +1,8 @@
 """Data parallelism for train.py: one process per GPU under torchrun, each with a full copy of the model.
 
-Every step, each process runs its share of the batch forward and backward, DDP averages the gradients across
-processes, and every copy takes the same optimizer step. The step, with DDP's no_sync, is in train.py's loop;
-here are joining the group, wrapping the model, the average of a loss over processes, and what a lost process
-looks like. (When to stop and every process's random state: common/training/run.py's StepReport.) With one
-process every function is the plain single-device version, so train.py reads the same either way.
+The step, with DDP's no_sync, is in train.py's loop; here are joining the group, wrapping the model, a loss
+averaged over processes, and what a lost process looks like. With one process every function is the plain
+single-device version, so train.py reads the same either way. README, "On a GPU, and on several".
 """
 
 import os

@@ -6,8 +6,8 @@
     uv run python phase1_foundation/project2_gpt2/sample.py --PROMPT="Q: Who?" --STOP=$'\n'  # stop at newline
 
 `--HF_DIR` takes a folder written by transformers' `GPT2LMHeadModel.save_pretrained` (config.json,
-model.safetensors, vocab.json, merges.txt): the same architecture as ours, so the real GPT-2 runs in our code.
-The sample is generated twice from the same seed, with the cache and without, and both speeds are printed.
+model.safetensors, vocab.json, merges.txt), so the real GPT-2 runs in our code. The sample is generated twice
+from the same seed, with the cache and without, and both speeds are printed. README, "Generating text fast".
 """
 
 import time

@@ -1,23 +1,9 @@
 """GPT-2's tokenizer: a byte-level BPE, trained on our corpus or read from the files OpenAI released.
 
-BPE (byte-pair encoding) starts from single symbols and learns merges: count every pair of neighbouring
-symbols in the corpus, make the most frequent pair one new symbol, repeat. Frequent words end up as one
-token, rare ones as a few pieces. GPT-1's BPE (chapter 1) started from Unicode characters, so a character
-missing from its vocabulary became <unk>. GPT-2 starts from bytes instead (Radford et al. 2019, §2.2): any
-text is a sequence of UTF-8 bytes, and all 256 byte values are tokens, so every string, in any script,
-with emoji or broken encodings, can be encoded, and GPT-2 needs no unknown token at all. That costs 256
-base tokens, where starting from every Unicode character would cost over 130,000.
-
-The paper adds one rule: BPE must not merge across character categories, or it learns "dog", "dog." "dog!"
-and "dog?" as separate tokens. So the text is first cut into pre-tokens by a regular expression (a word
-with the space before it, a run of digits, a run of punctuation, whitespace), and merges happen only inside
-a pre-token.
-
-The vocabulary is laid out like GPT-2's released one: ids 0..255 are the bytes, then one id per merge in the
-order the merges were learned (merge k makes token 256 + k), then <|endoftext|> last (50,256 in GPT-2's).
-Like every tokenizer of the course, encode() treats "<|endoftext|>" typed in the text as 13 characters of
-plain text, so no user text can forge a document boundary; programs insert `eot_id` by id, and decode()
-shows it as "<|endoftext|>".
+Any text is a sequence of UTF-8 bytes and all 256 byte values are tokens, so every string can be encoded and
+there is no unknown token (§2.2). A regular expression first cuts the text into pre-tokens, and merges happen
+only inside one. Ids 0..255 are the bytes, then one per merge in the order learned, then <|endoftext|>;
+typed in the text, "<|endoftext|>" stays plain text. README, "Byte-level BPE, and why there is no `<unk>`".
 
 Read top to bottom: bytes_to_unicode -> PRETOKENIZE -> ByteBPETokenizer (encode, decode, train) ->
 gpt2_files (the released vocabulary) -> load_tokenizer.

@@ -5,14 +5,10 @@
     uv run python phase1_foundation/project2_gpt2/train.py --RESUME=latest  # continue exactly
     uv run torchrun --nproc_per_node=4 phase1_foundation/project2_gpt2/train.py  # 4 GPUs, one process each
 
-Config -> data -> model -> optimizer -> loop -> checkpoint, as in chapter 1. What is new is data parallelism
-(DDP): torchrun starts one process per GPU, each holding a full copy of the model. Every step, each process
-runs its share of the batch forward and backward, DDP averages the gradients across processes, and every
-copy takes the same optimizer step, so the copies stay identical (parallel.py holds what the processes must
-agree on). One process or eight, the processes read
-the same global batch; with dropout off (--DROPOUT=0) they compute the same losses and weights as one process
-would, while with dropout on each process draws its own masks, and the run is another draw of the same
-training.
+Config -> data -> model -> optimizer -> loop -> checkpoint, as in chapter 1. New is data parallelism (DDP):
+torchrun starts one process per GPU, each with a full copy of the model and its share of every batch; DDP
+averages the gradients, so every copy takes the same optimizer step (parallel.py holds what the processes
+must agree on). README, "On a GPU, and on several", says when several processes give one process's numbers.
 """
 
 import contextlib

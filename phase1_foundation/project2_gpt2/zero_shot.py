@@ -4,38 +4,11 @@
     uv run python phase1_foundation/project2_gpt2/zero_shot.py --CHECKPOINT=path/to/gpt2_iter800_loss4.1234.pt
     uv run python phase1_foundation/project2_gpt2/zero_shot.py --HF_DIR=path/to/gpt2  # OpenAI's GPT-2
 
-GPT-2 (Radford et al. 2019) evaluates one model on many tasks without training it on any of them: each task
-is phrased as text to continue, and the continuation is the answer (§3). Two of its measurements are rebuilt
-here on the held-out documents of the prepared corpus, the ones meta.json lists as never trained on:
-
-1. The last word (LAMBADA-style, Paperno et al. 2016). A passage of running text, at least ZS_CONTEXT_WORDS
-   words of whole sentences, ends with a sentence; the model reads it without its final word and continues
-   greedily (the likeliest token, with the KV cache) until the word is over, and is right if it wrote exactly
-   that word. Beside it, on the same passages, what needs no model: always answering the most frequent last
-   word of the training sentences, and copying the context's most frequent content word; and the share of
-   targets that occur in their context at all, the most copying could reach. Also the word's perplexity,
-   exp of the mean of -log p(word | context) over the passages, the measure the paper reports beside its
-   accuracy.
-2. Perplexity of held-out text (WikiText-103-style): the held-out documents joined by <|endoftext|>, scored
-   token by token, in nats per token, as a perplexity, and in bits per byte, which any two tokenizers can be
-   compared on: our small BPE model and GPT-2's 50,257-token vocabulary on the same text. For our own model
-   the unigram and bigram models of common/training/baselines.py, counted on its training tokens, are scored
-   beside it.
-
-Passages and text are encoded with the model's own tokenizer, so an HF folder of the real GPT-2 is scored on
-exactly the passages and documents ours is.
-
-The paper's figures (GPT-2 Table 3, for its 117M / 345M / 762M / 1542M models):
-    LAMBADA accuracy         45.99 / 55.48 / 60.12 / 63.24 %
-    LAMBADA perplexity       35.13 / 15.60 / 10.87 / 8.63    (of the target word)
-    WikiText-103 perplexity  37.50 / 26.37 / 22.05 / 17.48
-    enwik8 bits per byte      1.16 /  1.01 /  0.97 / 0.93
-These are the same kinds of measurement on other text, not numbers to match. The real LAMBADA (passages from
-novels, kept only where people could guess the word from the whole passage but not from its last sentence)
-and WikiText-103 need a download and the paper's de-tokenisers (§3.1: the benchmarks' tokenised text is
-turned back into ordinary text), and the paper's perplexities are per word of the benchmark, ours per token.
-Its 63.24% also filters stop-words out of the predictions (§3.3; 52.66% without the filter); ours has no
-filter. And WebText left Wikipedia out (§2.1), so held-out Wikipedia text is new to the real GPT-2 as well.
+Two of GPT-2's measurements (§3, Table 3), rebuilt on the held-out documents of the prepared corpus: the
+last word of a passage (LAMBADA-style, Paperno et al. 2016), written greedily, beside guesses that need no
+model; and the perplexity of held-out text, in nats per token and in bits per byte, which any two tokenizers
+can be compared in. Both use the model's own tokenizer, so a folder of the real GPT-2 is scored on the same
+text. README, "Zero-shot: does our model do tasks it was not trained for?", has the results and the paper's.
 """
 
 import json

@@ -3,22 +3,13 @@
     baselines = Baselines(load_split(folder, "train"), vocab_size, nsp_fit=nsp_fitting_pairs(...))
     counts = baselines.measure(validation_batches(...))  # metrics(counts, "val") -> val_bigram_mask_loss, ...
 
-- unigram: how often each token occurs in the training split, whatever the input. Its best guess is always the
-  most frequent token, and its cross-entropy is what a model that learned only word frequencies scores.
-- copy: the visible token where there is one, else the most frequent token. It reads no context, yet it is
-  right at every chosen position whose token was left unchanged: the yardstick for a mean over all of them.
-- bigram: a first-order Markov model of the training text, asked for the token between its two visible
-  neighbours, P(x | left, right) ∝ P(x | left) · P(right | x). The cheapest use of context there is: a model
+- unigram: each token's training-split frequency, whatever the input (what learning frequencies scores).
+- copy: the visible token, else the most frequent: no context, yet right wherever a token was left as is.
+- bigram: the token between two visible neighbours, P(x | left, right) ∝ P(x | left) · P(right | x); a model
   that beats it at [MASK] reads more than one word on each side.
+- SharedRareTokens, for NSP: IsNext when A and B share enough rare tokens (how much of NSP topic answers).
 
-A model that only matches unigram has learned word frequencies; one that matches copy at the unchanged
-positions has learned to copy; only beating bigram at [MASK] shows that it uses the sentence.
-
-And one for next-sentence prediction, scored on the very pairs the model's NSP accuracy is:
-
-- shared rare tokens (SharedRareTokens): IsNext when A and B share enough rare tokens. A NotNext B comes from
-  another document, so it is usually on another topic; a rule that reads no order and no grammar, only which
-  rare tokens occur on both sides, shows how much of NSP topic alone answers.
+README, "Results", has the numbers.
 """
 
 from collections import Counter
@@ -55,8 +46,7 @@ class SharedRareTokens:
 
     A pair's score is the sum, over the distinct ordinary tokens that occur both in A and in B, of each one's
     rarity, -log of its frequency in the training split (Baselines.unigram: add-one smoothed, so a token
-    never seen in training weighs most). In the cpu preset's vocabulary a shared "the" adds 3.3 nats, a
-    token of median frequency 9.3. The rule reads the pair as the model sees it, masks and random
+    never seen in training weighs most). The rule reads the pair as the model sees it, masks and random
     replacements included; [CLS], [SEP], [MASK] and padding weigh nothing.
 
     The threshold is chosen on training pairs (nsp_fitting_pairs), never on the validation labels: of all the

@@ -3,15 +3,11 @@
     uv run python phase1_foundation/project3_contextual_embeddings/bench.py
     uv run python phase1_foundation/project3_contextual_embeddings/bench.py --N_LAYER=6 --DEVICE=cpu
 
-Why: the chapter builds BERT from scratch, and a from-scratch model that trains slower than the library's is
-a cost every learner pays on every run. This measures it. Both models start from the same weights (checked:
-the same loss on the first batch) and take whole training steps as train.py does: forward under the same
-autocast, loss, backward, clipping at 1.0, the same AdamW (common/training/optim.py), zero_grad. They
-alternate, ours then theirs, for several rounds after a warm-up one, so a machine that gets busier halfway
-hurts both alike; the median round counts. The batches are the chapter's own PairBatches over a synthetic
-corpus (random tokens in random-length sentences and documents), built before the clock starts, so no prepared
-data is needed. Any config.py name can be changed (--NAME=value); the default shape is the cpu preset's,
-trained as BERT was (dropout 0.1, MLM + NSP, 15% of tokens chosen): what BertForPreTraining computes.
+Why: a from-scratch model that trains slower than the library's costs every learner on every run. Both models
+start from the same weights (checked: the same first loss) and take whole training steps as train.py does,
+alternating round by round so that a machine getting busier hurts both alike; the median round counts. The
+batches are PairBatches over a synthetic corpus, so no prepared data is needed; the default shape is the cpu
+preset's, trained as BERT was: what BertForPreTraining computes. README, "Speed", has the results.
 """
 
 import statistics

@@ -84,9 +84,8 @@ BERT_LARGE = dict(N_LAYER=24, N_HEAD=16, N_EMBD=1024, BLOCK_SIZE=512, VOCAB_SIZE
 
 # Where every run departs from BERT, whatever the settings (the README lists them too):
 # - Optimizer: torch's AdamW, eps 1e-8 with bias correction; BERT's AdamWeightDecayOptimizer used eps 1e-6 and
-#   no bias correction (google-research/bert optimization.py). Without it the steps are larger by
-#   (1 - beta1^t) / sqrt(1 - beta2^t): an estimated 2.3x at step 200, where the cpu preset's warmup ends,
-#   1.08x at its last step, 2,000.
+#   no bias correction (google-research/bert optimization.py), so its steps were larger by
+#   (1 - beta1^t) / sqrt(1 - beta2^t).
 # - Pairs and masks are drawn afresh for every batch (RoBERTa's dynamic masking); BERT wrote 10 fixed
 #   maskings of its corpus to disk (create_pretraining_data.py, dupe_factor = 10).
 # - Sequences are filled to the block unless SHORT_SEQ_PROB says otherwise: BERT made 10% of them shorter,
@@ -95,22 +94,12 @@ BERT_LARGE = dict(N_LAYER=24, N_HEAD=16, N_EMBD=1024, BLOCK_SIZE=512, VOCAB_SIZE
 # - A random replacement is an ordinary token; BERT drew it from the whole vocabulary, specials included.
 # - One sequence length, BLOCK_SIZE, for every step; BERT used 128 for 90% of its steps and 512 for the rest.
 
-# What a laptop can afford. Only the names listed change; everything else keeps the values above.
-# The presets depart from BERT in four more ways, each measured on the cpu preset (the README's appendix:
-# sweep.py gives every candidate the same wall-clock time and scores all on the same validation targets):
-# - rotary positions instead of the learned table: with the table, this model ends its budget only 0.16 nats
-#   below the unigram model; with rotary positions it is 0.87 below by step 400 and 2.15 at the end
-#   (exercise 6);
-# - no dropout (Cramming, Geiping & Goldstein 2022): a step without dropout is 23% cheaper;
-# - MLM only (RoBERTa, Liu et al. 2019, §4.2): NSP stays at chance for the whole budget (exercise 4);
-# - 30% of tokens chosen, not 15% (Wettig et al. 2023): twice the targets per step, for 19% more time a step.
-# Together they take the loss at [MASK] below the two-neighbour bigram model in the preset's time, on two
-# seeds; BERT's own settings stay 0.6 nats above it. The gpu preset follows the cpu measurement, untested.
-# Fine-tuning (finetune.py) departs once more, measured in the README's appendix: the presets search larger
-# learning rates, like those BERT-Tiny's authors searched (Turc et al. 2019: up to 3e-4), for 5 epochs of
-# batches of 16 (BERT §A.3 also tried 16).
-# Released BERT-base (--HF_DIR) fine-tunes with the paper's recipe: --FT_LEARNING_RATES=5e-5,4e-5,3e-5,2e-5
-# --FT_EPOCHS=3 --FT_BATCH_SIZE=32.
+# What a laptop can afford; only the names listed change. The presets depart from BERT four more ways: rotary
+# positions (RoFormer), no dropout (Cramming, Geiping & Goldstein 2022), MLM only (RoBERTa, §4.2), 30% chosen
+# (Wettig et al. 2023); README, "The cpu preset", gives the runs that chose them (exercises 4 and 6 too).
+# Their fine-tuning searches larger learning rates, as BERT-Tiny's authors did (Turc et al. 2019: up to 3e-4),
+# for 5 epochs of batches of 16 (BERT §A.3 also tried 16). Released BERT-base (--HF_DIR) fine-tunes with the
+# paper's recipe: --FT_LEARNING_RATES=5e-5,4e-5,3e-5,2e-5 --FT_EPOCHS=3 --FT_BATCH_SIZE=32.
 PRESETS = {
     # A laptop GPU (RTX 3050-class, 4 GB): 10,000 steps of a 6-layer BERT in minutes.
     "gpu": dict(
@@ -118,8 +107,8 @@ PRESETS = {
         MAX_ITERS=10_000, POSITIONS="rotary", DROPOUT=0.0, USE_NSP=False, MLM_PROB=0.3,
         FT_LEARNING_RATES=(1e-3, 3e-4), FT_EPOCHS=5, FT_BATCH_SIZE=16,
     ),
-    # Two CPU cores, about 7 minutes on a quiet machine: BERT-Tiny's shape (Turc et al. 2019: 2 layers, 128
-    # wide, 2 heads), which of the shapes sweep.py trained learned most in 5 minutes.
+    # Two CPU cores: BERT-Tiny's shape (Turc et al. 2019: 2 layers, 128 wide, 2 heads), the shape that learned
+    # most of those sweep.py tried in the same time.
     "cpu": dict(
         N_LAYER=2, N_HEAD=2, N_EMBD=128, BLOCK_SIZE=128, BATCH_SIZE=32, VOCAB_SIZE=4096, LEARNING_RATE=2e-3,
         WARMUP_ITERS=200, MAX_ITERS=2000, EVAL_INTERVAL=400, EVAL_ITERS=20, POSITIONS="rotary", DROPOUT=0.0,

@@ -5,36 +5,11 @@
     uv run python phase1_foundation/project3_contextual_embeddings/embed.py --WORD=state
     uv run python phase1_foundation/project3_contextual_embeddings/embed.py --HF_DIR=path/to/bert-base-uncased
 
-A contextual model gives a word a different vector in every sentence whether or not it learned anything: even
-untrained, attention mixes the other words in. So "the vectors differ" says nothing until it stands beside
-numbers with a scale. Every measurement here is made on three models: the trained one, the untrained one it
-started from (the same config, built right after seeding, as train.py builds it), and a static embedding,
-Word2Vec (Mikolov et al. 2013) trained here on the same sentences, which has one vector per word.
-
-(a) Fill in the blank, the task BERT was trained on: the model's top TOP_K for each [MASK] in TEXT, and for
-    minimal pairs of sentences that are the same up to the blank, beside a bigram model that reads only the
-    token before it (counted on the training split). The bigram model gives both sentences of a pair the same
-    answer; where BERT's differ, it read the words after the blank. Only tokens that begin a word are listed.
-(b) One word, many sentences: the mean cosine similarity between the vectors of WORD in CONTEXTS sentences,
-    beside a floor, the mean similarity between WORD and the other words of the same sentences. A similarity
-    of 0.94 has no scale of its own; against a floor of 0.50 it says "much more alike than different words".
-(c) Do the differences follow meaning? Words that are nouns after "the", "a" or "an" and verbs after "to"
-    ("the form" / "to form") are split into those two groups by that rule, with no hand labels. Vectors that
-    follow the sense are closer within a group than across, and an occurrence's most similar other
-    occurrence (leave-one-out 1-nearest-neighbour) is in its own group more often than chance. Run again with
-    the word that decided the group shown as [MASK], and with the token after the word as [MASK] too, the
-    test asks how much of what tells the groups apart is the words right next to it.
-(d) Words beside human judgements: Spearman's rho between each model's cosine similarities of word pairs and
-    the scores people gave them in WordSim-353 and SimLex-999 (shipped with gensim), over the pairs whose
-    two words the corpus holds, for BERT's input table, its contextual vectors averaged over sentences
-    (trained and untrained) and Word2Vec.
-
-The figure embeddings.png shows 1 - cosine (0: the same vector) between WORD's occurrences, and between those
-of the first word of (c) sorted by group, on one colour scale for all three models, with each model's floor
-marked on the colour bar.
-
-`--HF_DIR` takes a folder written by transformers' `BertForPreTraining.save_pretrained` (config.json, weights,
-vocab.txt), for example Google's bert-base-uncased: the same architecture as ours, so it runs in this code.
+Each measurement stands on a scale: the trained model beside the untrained one it started from and Word2Vec
+trained on the same sentences. (a) Fill in the blank, with minimal pairs, beside a left-neighbour bigram
+model; (b) WORD in CONTEXTS sentences against a different-words floor; (c) a noun/verb sense test (1-NN), the
+deciding word and then its right neighbour masked; (d) word similarities against WordSim-353 and SimLex-999.
+Draws embeddings.png. README, "What the vectors show: `embed.py`", has the method and the results.
 """
 
 import itertools
@@ -301,9 +276,7 @@ def train_word2vec(sentences: list[str], seed: int):
     """Word2Vec (Mikolov et al. 2013) trained on the corpus: one vector per word, whatever its context."""
     from gensim.models import Word2Vec  # imported here: it takes seconds
 
-    # 20 passes, not gensim's default 5: after 5 on wiki-sample, two words drawn at random had a cosine
-    # similarity of 0.65 on average (0.46 after 20), and the words nearest to "river" were "involves",
-    # "After", "With" (after 20: "Möhne", "Aa", "Sea", "Nethe", "Rhine").
+    # 20 passes, not gensim's default 5, which leaves unrelated words close on wiki-sample (README, embed.py)
     return Word2Vec([words(s) for s in sentences], vector_size=100, window=5, min_count=1, workers=1,
                     seed=seed, epochs=20).wv
 

@@ -1,6 +1,6 @@
 """Fine-tune BERT on a task people labelled (BERT §4, §A.3), and measure what pre-training gave it.
 
-    # the newest checkpoint of train.py, on 200 movie-review sentences (offline; a minute or two on a CPU)
+    # the newest checkpoint of train.py, on 200 movie-review sentences (offline)
     uv run python phase1_foundation/project3_contextual_embeddings/finetune.py
     # SST-2's sentences or MRPC's sentence pairs (downloaded once, pinned by sha256)
     uv run python phase1_foundation/project3_contextual_embeddings/finetune.py --TASK=mrpc
@@ -9,21 +9,12 @@
     # Google's released BERT (a transformers folder with config.json, weights and vocab.txt)
     uv run python phase1_foundation/project3_contextual_embeddings/finetune.py --HF_DIR=path/to/bert-base
 
-A single sentence goes in as `[CLS] A [SEP]`, a pair as `[CLS] A [SEP] B [SEP]` with B's tokens in segment 1.
-The final state at [CLS] goes through BERT's pooler (dense + tanh, the layer NSP reads) and one new linear
-layer that scores each label; every weight is trained (§4, Fig. 4). Each run follows the paper's recipe, with
-the learning rate chosen from FT_LEARNING_RATES on a dev part of the training examples; the same is done from
-random weights, and two rules without a transformer stand beside them, all scored on the same held-out
-examples:
-  pre-trained     BERT from the checkpoint, fine-tuned
-  random weights  the same architecture fine-tuned from random weights, same data, steps and learning rates
-  commoner label  the label most frequent in the training examples, every time
-  naive Bayes     word counts per label (Manning et al. 2008, §13.2), the classic bag-of-words classifier
-A task without a test split (the default, your file) is scored by k-fold cross-validation: every example is
-tested once, by the models that did not train on it.
-
-finetune.py keeps its finished runs in OUT_DIR/finetune_<task>.json after each one; Ctrl-C stops after the
-current step, and --RESUME=latest (with the same settings) carries on from the runs kept.
+The pooled [CLS] state feeds one new linear layer and every weight trains, the learning rate chosen on a dev
+part of the training examples. The pre-trained model is scored beside the same architecture from random
+weights, the commoner label and naive Bayes (Manning et al. 2008, §13.2), on the same held-out examples (by
+k-fold cross-validation where a task has no test split). Finished runs are kept in
+OUT_DIR/finetune_<task>.json; --RESUME=latest, with the same settings, carries on. README, "Fine-tuning: what
+BERT is for", has the rest.
 """
 
 import copy

@@ -1,19 +1,10 @@
-"""BERT (Devlin et al. 2018), "Pre-training of Deep Bidirectional Transformers for Language Understanding".
+"""BERT (Devlin et al. 2018): chapter 1's post-LN GPT-1 with the causal mask taken out.
 
-Chapter 1's GPT-1 with the causal mask taken out: every token reads every other token, so the model cannot be
-asked for the next token (it would see it) and is trained instead to fill in masked tokens (MLM) and to tell
-whether sentence B follows sentence A (NSP). The blocks are post-LN like GPT-1's. New: a segment embedding
-(sentence A or B), a LayerNorm on the embedding sum, a padding mask, and two heads, an MLM head tied to the
-token embedding and an NSP head that reads the [CLS] position through the pooler.
-
-Positions come one of two ways (BertConfig.positions): BERT's learned table, added to the token embeddings, or
-rotary positions (RoFormer, Su et al. 2021), which rotate each query and key by an angle proportional to its
-position, so that a query-key score depends on how far apart two tokens are, not on where they stand.
-
-Read top to bottom: BertConfig -> rotary positions -> BidirectionalSelfAttention -> MLP -> Block -> BERT ->
-saved weights.
+Every token reads every other, so instead of the next token BERT learns to fill in masked tokens (MLM) and to
+tell whether sentence B follows sentence A (NSP). New beside GPT-1: segment embeddings, a LayerNorm on the
+embedding sum, a padding mask, the two heads, and (optionally) rotary positions (RoFormer, Su et al. 2021).
 Shapes: B batch, T sequence length, C = n_embd, nh = n_head, hs = C // nh head size, V vocabulary size,
-N number of chosen positions (the 15% with an MLM target).
+N number of chosen positions (MLM_PROB of the tokens).
 """
 
 import math
@@ -29,20 +20,19 @@ from torch.nn import functional as F
 from common.errors import CourseError
 from common.training import checkpoint as ckpt
 
-LN_EPS = 1e-12  # google-research/bert modeling.py layer_norm (transformers' BERT: layer_norm_eps=1e-12)
+LN_EPS = 1e-12  # google-research/bert's LayerNorm epsilon
 
 
 @dataclass
 class BertConfig:
-    """The defaults are BERT-base; only the vocabulary depends on the tokenizer.
-    Two segments (A, B), fixed."""
+    """BERT-base by default; only the vocabulary depends on the tokenizer."""
 
-    vocab_size: int  # PAPER: BERT §3 (30,000-token WordPiece; the released uncased vocabulary has 30,522)
-    block_size: int = 512  # PAPER: BERT §A.2 (sequences of at most 512 tokens; learned positions)
+    vocab_size: int  # PAPER: BERT §3 (30,000-token WordPiece; 30,522 released)
+    block_size: int = 512  # PAPER: BERT §A.2 (at most 512 tokens)
     n_layer: int = 12  # PAPER: BERT §3, BERT-base L = 12
     n_head: int = 12  # PAPER: BERT §3, BERT-base A = 12
-    n_embd: int = 768  # PAPER: BERT §3, BERT-base H = 768 (feed-forward size 4H = 3072)
-    dropout: float = 0.1  # PAPER: BERT §A.2 (dropout 0.1 on all layers)
+    n_embd: int = 768  # PAPER: BERT §3, BERT-base H = 768
+    dropout: float = 0.1  # PAPER: BERT §A.2 (on all layers)
     fast_attention: bool = True  # False: the explicit softmax you can read; same numbers, slower
     positions: str = "learned"  # PAPER: BERT §3, a learned table; "rotary": RoFormer §3.4
 
@@ -60,10 +50,8 @@ class BertConfig:
 
 
 # --- rotary positions (RoFormer, Su et al. 2021) ----------------------------------------------------------
-# A head's query and key are split into pairs of numbers, (x0, x1), (x2, x3), ...; at position m, pair i is
-# turned by the angle m * theta_i, theta_i = 10000^(-2i / hs) (RoFormer §3.2: the frequencies of the original
-# sinusoids). Turning q at m and k at n leaves their dot product depending on n - m alone: rotations compose,
-# so the two combine into one by the difference of the angles. Pairs are rotated element-wise (§3.4).
+# Pair i, (x_2i, x_2i+1), of a query or key at position m is turned by the angle m * theta_i. Rotations
+# compose, so the score of q at m and k at n depends on n - m alone.
 
 ROTARY_BASE = 10_000.0  # PAPER: RoFormer §3.2.2, theta_i = 10000^(-2(i-1)/d) for i = 1 .. d/2
 
@@ -78,36 +66,28 @@ def rotary_angles(block_size: int, head_size: int) -> tuple[Tensor, Tensor]:
 def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Turn each pair (x0, x1) of the vectors x (B, nh, T, hs) by its position's angle; cos, sin (T, hs/2)."""
     x0, x1 = x[..., 0::2], x[..., 1::2]  # (B, nh, T, hs/2) each: the first and second number of every pair
+    # PAPER: RoFormer §3.4.2, Eq. 34: the block-diagonal rotation, done element-wise
     turned = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)  # (B, nh, T, hs/2, 2)
     return turned.flatten(-2).type_as(x)  # (B, nh, T, hs), in x's dtype (bf16 under autocast)
 
 
 class BidirectionalSelfAttention(nn.Module):
-    """Chapter 1's CausalSelfAttention minus the causal mask: position t reads all positions, before
-    and after.
-
-    "Bidirectional" is not an added mechanism but a removed one. What stays is a padding mask: sequences of
-    different lengths share a batch by padding, and no real token may read a padding position (every query
-    still gets a softmax over the real keys of its own sequence).
-    """
+    """Chapter 1's CausalSelfAttention minus the causal mask; only padding keys stay hidden."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.n_head = config.n_head
         self.dropout = config.dropout
         self.fast = config.fast_attention
-        # BERT's linear layers have biases. BERT keeps query, key and value as three layers; one layer three
-        # times as wide computes the same thing (from_hf concatenates them).
+        # BERT's query, key and value layers side by side (from_hf concatenates them)
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
-        # No causal mask buffer: GPT's attention without it (and, with rotary positions, the turn below).
 
     def forward(self, x: Tensor, mask: Tensor | None = None, rotary: tuple[Tensor, Tensor] | None = None
                 ) -> Tensor:
-        """x (B, T, C); mask (B, 1, 1, T) bool, True where the key is a real token, or None (no padding);
-        rotary: the (cos, sin) of rotary_angles for these T positions, or None (learned positions)."""
+        """x (B, T, C); mask (B, 1, 1, T) bool, True at real keys, or None; rotary: (cos, sin) or None."""
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
@@ -119,9 +99,9 @@ class BidirectionalSelfAttention(nn.Module):
             dropout_p = self.dropout if self.training else 0.0
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)  # (B, nh, T, hs)
         else:
+            # PAPER: Vaswani et al. 2017, Eq. 1: softmax(QK^T / sqrt(d_k)) V
             att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))  # (B, nh, T, T)
-            # GPT hid the future here. BERT hides only padding keys (google-research/bert adds -10000 to
-            # their scores; -inf gives them weight exactly 0).
+            # GPT hid the future here; BERT hides only padding keys (its code adds -10000; -inf gives 0).
             if mask is not None:
                 att = att.masked_fill(~mask, float("-inf"))
             att = self.attn_dropout(F.softmax(att, dim=-1))  # each row sums to 1 over the real tokens
@@ -136,9 +116,7 @@ class MLP(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)  # PAPER: BERT §3 (feed-forward size 4H)
-        # The exact (erf) GELU, as google-research/bert first shipped it and as transformers runs the released
-        # weights (hidden_act "gelu"); that repository later switched to the tanh approximation.
-        self.gelu = nn.GELU()
+        self.gelu = nn.GELU()  # the exact (erf) form, as transformers runs the released weights
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
         self.dropout = nn.Dropout(config.dropout)
 
@@ -180,31 +158,26 @@ class BERT(nn.Module):
                 drop=nn.Dropout(config.dropout),
             )
         )
-        if config.positions == "rotary":  # no table: angles turn queries and keys in attention (recomputed)
+        if config.positions == "rotary":  # no table: the angles turn queries and keys in attention
             cos, sin = rotary_angles(config.block_size, C // config.n_head)
             self.register_buffer("rotary_cos", cos, persistent=False)  # (block_size, hs/2)
             self.register_buffer("rotary_sin", sin, persistent=False)  # (block_size, hs/2)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         # Post-LN: the last block already ends in a LayerNorm, so there is no final one.
-        # google-research/bert's pooler: dense + tanh on the [CLS] state, the input of the NSP head: a layer
-        # made once here and trained with the rest (one built inside forward would be new and random
-        # on every call).
+        # google-research/bert's pooler: dense + tanh on the [CLS] state, the NSP head's input
         self.pooler = nn.Sequential(OrderedDict(dense=nn.Linear(C, C), act=nn.Tanh()))
-        # PAPER: BERT §3.1 Task #1. google-research/bert's MLM head transforms each state first (dense, GELU,
-        # LayerNorm), then scores it against every token embedding (tied, Press & Wolf 2017)
-        # plus its own bias.
+        # PAPER: BERT §3.1 Task #1 (MLM). google-research/bert's head: dense, GELU, LayerNorm, then the tied
+        # token embeddings (Press & Wolf 2017) plus a bias.
         head = dict(dense=nn.Linear(C, C), act=nn.GELU(), norm=nn.LayerNorm(C, eps=LN_EPS),
                     decoder=nn.Linear(C, config.vocab_size))
         self.mlm_head = nn.Sequential(OrderedDict(head))
         self.mlm_head.decoder.weight = self.embeddings.token.weight
-        self.nsp_head = nn.Linear(C, 2)  # PAPER: BERT §3.1 Task #2; index 1 = IsNext, 0 = NotNext (ours)
+        self.nsp_head = nn.Linear(C, 2)  # PAPER: BERT §3.1 Task #2 (NSP); 1 = IsNext, 0 = NotNext (ours)
         self.apply(self._init_weights)
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
-        # google-research/bert draws weights from N(0, 0.02) (initializer_range; truncated at 2 std there,
-        # plain in transformers and here); biases start at zero and LayerNorms at the identity
-        # (PyTorch's default).
+        # google-research/bert: N(0, 0.02) (truncated there), zero biases
         if isinstance(module, nn.Linear | nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
@@ -213,14 +186,14 @@ class BERT(nn.Module):
     def hidden_states(
         self, input_ids: Tensor, segment_ids: Tensor | None = None, attention_mask: Tensor | None = None
     ) -> Tensor:
-        """Final hidden states (B, T, C), the contextual embeddings.
-        attention_mask (B, T): 1 real, 0 padding."""
+        """Final hidden states (B, T, C), the contextual embeddings; attention_mask (B, T): 1 real, 0 pad."""
         B, T = input_ids.shape
         if T > self.config.block_size:
             raise ValueError(f"sequence of {T} tokens is longer than block_size {self.config.block_size}")
         if segment_ids is None:
             segment_ids = torch.zeros_like(input_ids)  # one sentence: everything is sentence A
         emb = self.embeddings
+        # PAPER: BERT §3, Fig. 2: the input is the sum of the token, segment and position embeddings
         x = emb.token(input_ids) + emb.segment(segment_ids)  # (B, T, C)
         rotary = None
         if self.config.positions == "learned":
@@ -240,12 +213,8 @@ class BERT(nn.Module):
         attention_mask: Tensor | None = None,
         chosen: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """MLM logits (B, T, V), or (N, V) at the N positions where `chosen` (B, T) is True;
-        NSP logits (B, 2).
-
-        Only the chosen positions are scored in pre-training, and the head's V x C product is its biggest
-        cost, so BERT's own code gathers them before the head instead of scoring every position.
-        """
+        """MLM logits (B, T, V), or (N, V) where `chosen` (B, T) is True: the head's V x C product is its
+        biggest cost, so pre-training scores only the chosen positions. NSP logits (B, 2)."""
         x = self.hidden_states(input_ids, segment_ids, attention_mask)  # (B, T, C)
         nsp_logits = self.nsp_head(self.pooler(x[:, 0]))  # [CLS] (B, C) -> pooled (B, C) -> (B, 2)
         if chosen is not None:
@@ -265,8 +234,8 @@ class BERT(nn.Module):
     @classmethod
     def from_checkpoint(cls, spec: str | Path, out_dir: str | Path = ".", device: str | torch.device = "cpu"
                         ) -> tuple["BERT", dict]:
-        """The model a train.py checkpoint holds, in eval mode on `device`, and the checkpoint itself (its
-        settings, step and prepared-data folder). `spec` is a checkpoint's path, or "latest" in `out_dir`."""
+        """The model of a train.py checkpoint, in eval mode on `device`, and the checkpoint; `spec` is the
+        checkpoint's path, or "latest" in `out_dir`."""
         path, state = ckpt.open_checkpoint(str(spec), Path(out_dir), PREFIX, kind=KIND, map_location=device)
         model = cls(BertConfig(**state["model_config"]))
         model.load_state_dict(ckpt.clean_state_dict(state["model"]))
@@ -274,8 +243,7 @@ class BERT(nn.Module):
         return model.to(device).eval(), state
 
 
-# ----------------------------------------------------------------------------------------------------------
-# Our own checkpoints: train.py writes them, from_checkpoint reads them.
+# --- our checkpoints: train.py writes them, from_checkpoint reads them ------------------------------------
 
-KIND = "project3/bert"  # saved in every checkpoint, so another chapter's file is refused with a clear line
+KIND = "project3/bert"  # saved in every checkpoint: another chapter's file is refused
 PREFIX = "bert"  # checkpoints/project3/bert_iter{N}_loss{L}.pt

@@ -50,18 +50,17 @@ def count_by_kind(kind: Tensor) -> dict[str, Tensor]:
 
 def pretraining_loss(model: BERT, batch: dict, use_nsp: bool) -> tuple[torch.Tensor, Counter]:
     """The loss to minimise for one batch of masked sentence pairs, and the counts its metrics are made of."""
-    chosen, targets, kind = chosen_targets(batch)  # (B, T) the 15% chosen positions; (N,) targets, (N,) kinds
-    # Only the chosen positions are scored (model.py gathers them), rather than scoring all B·T positions and
-    # giving the others cross_entropy's ignore_index: the same loss without the (B, T, V) logits.
+    chosen, targets, kind = chosen_targets(batch)  # (B, T) the chosen positions (MLM_PROB); (N,), (N,)
+    # Only the chosen positions are scored: the loss ignore_index would give, without (B, T, V) logits.
     mlm_logits, nsp_logits = model(batch["input_ids"], batch["segment_ids"], batch["attention_mask"],
                                    chosen=chosen)  # (N, V), (B, 2)
     token_loss = F.cross_entropy(mlm_logits.float(), targets, reduction="none")  # (N,)
-    mlm_loss = token_loss.mean()
+    mlm_loss = token_loss.mean()  # PAPER: BERT §3.1 Task #1, cross-entropy at the chosen positions only
     loss, nsp_labels = mlm_loss, batch["nsp_labels"]  # (B,): 1 = B follows A, 0 = B from another document
     sums = sums_by_kind("", kind, token_loss.detach(), mlm_logits.argmax(-1) == targets) | count_by_kind(kind)
     sums["tokens"] = batch["attention_mask"].sum()
     if use_nsp:
-        nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)  # PAPER: BERT §3.1, from the pooled [CLS]
+        nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels)  # PAPER: BERT §3.1 Task #2 (NSP)
         # PAPER: BERT §A.2, "the training loss is the sum of the mean masked LM likelihood and the mean next
         # sentence prediction likelihood"
         loss = mlm_loss + nsp_loss
@@ -109,14 +108,10 @@ def neighbour_attention(model: BERT, batch: dict, rows: int = 32) -> dict[str, f
     each layer: {"attention_layer1_prev": ..., "attention_layer1_next": ..., ...}, and "attention_uniform",
     what attention spread evenly over a row's real tokens would put there.
 
-    Averaged over heads and over the real query positions of `batch` whose neighbour at that offset is a real
-    token too ([CLS] has nothing before it, and after the last [SEP] comes padding, which gets weight 0).
-    The weights are the model's own: its explicit attention path (softmax(q k^T / sqrt(hs)), padding masked,
-    queries and keys turned where positions are rotary) is switched on for the pass, in place of the fused
-    kernel, which computes the same outputs but never shows the weights, and a forward hook on
-    attn_dropout reads them (in eval mode that dropout passes them through unchanged). Runs in eval mode
-    under no_grad, `rows` pairs at a time (so the (rows, nh, T, T) weights stay small), and draws no random
-    number: the training run it is called from goes on exactly as without it.
+    Averaged over heads and over the real query positions whose neighbour at that offset is real too. The
+    fused kernel never shows the weights, so the explicit path is switched on for the pass and a forward hook
+    on attn_dropout (an identity in eval mode) reads them. Runs in eval mode under no_grad, `rows` pairs at a
+    time, and draws no random number: the training run it is called from goes on exactly as without it.
     """
     attentions = [block.attn for block in model.blocks]
     real = batch["attention_mask"].bool()  # (B, T)

@@ -54,7 +54,7 @@ def mask_tokens(
     ids = input_ids.to(device)
     ordinary = ids >= N_SPECIAL  # (B, T): not [PAD] [UNK] [CLS] [SEP] [MASK]
     n = ordinary.sum(dim=1)  # (B,)
-    # (B,): 15%, at least 1; in float64, so that an exact half (190 x 0.15) is a half and rounds to even
+    # (B,): mlm_prob of n, at least 1; float64 keeps an exact half (190 x 0.15) a half, to round to even
     count = torch.where(n > 0, (n.double() * mlm_prob).round().long().clamp(min=1), 0)
     key = torch.rand(ids.shape, generator=generator, device=device).masked_fill(~ordinary, 2.0)  # (B, T)
     rank = key.argsort(dim=1).argsort(dim=1)  # (B, T): 0 for the smallest key of the row, 1 for the next, ...

@@ -1,30 +1,17 @@
 """How the cpu preset was chosen: train each candidate setting for the same wall-clock time and compare how
 far its [MASK]-position loss got below the unigram model's.
 
-    # every candidate, 10 minutes each
-    uv run python phase1_foundation/project3_contextual_embeddings/sweep.py
-    # one of them, 4 minutes
+    uv run python phase1_foundation/project3_contextual_embeddings/sweep.py  # every candidate
     uv run python phase1_foundation/project3_contextual_embeddings/sweep.py --MINUTES=4 tiny-lr2e-3
-    # one with two seeds, each run in the time the cpu preset's run takes here
-    uv run python phase1_foundation/project3_contextual_embeddings/sweep.py --MINUTES=preset --SEEDS=1,2 short-seq
+    uv run python phase1_foundation/project3_contextual_embeddings/sweep.py --MINUTES=preset --SEEDS=1,2 \
+        short-seq
 
-On a laptop the question is not which model is best but which learns most per minute: a smaller model takes
-more steps in the same time, a larger learning rate moves further per step until post-LN training diverges
-or stalls (chapter 1, exercise 1). Every candidate first runs a few steps to time one step on this machine;
-then each trains, through train.py itself, for as many steps as fit in MINUTES (schedule included: warmup
-is a share of those steps, and the linear decay ends at the last one). The timings are kept in
-step_seconds.json: taken once on a quiet machine (`--TIME_ONLY`), they fix each candidate's number of steps,
-so the training runs can then share the machine, or run side by side with one thread each, without
-changing what they compute. --MINUTES=preset gives each candidate the time the cpu preset's run
-(no-dropout-mlm-only-mask30, its 2,000 steps) takes here, so that a change to the preset is judged by the
-ratio of step times alone, on whatever machine runs it. [MASK] loss is compared as the gap below the unigram
-cross-entropy on the same validation targets, so that candidates with different vocabularies are compared
-fairly; every candidate's final model is scored on contiguous validation text masked BERT's way
-(shared_targets), whatever it trained on. Finished candidates are skipped: an interrupted sweep continues
-where it stopped. With --SEEDS each candidate trains once per seed (weights, pairs, masks and the validation
-pairs all follow the seed), and the report gives each seed's result and their mean: where the plateau ends
-abruptly, one run per setting can mislead.
-"""  # noqa: E501 (a usage command longer than a line, kept whole so it can be copied)
+On a laptop the question is which setting learns most per minute. Each candidate's step is timed once on a
+quiet machine (--TIME_ONLY, kept in step_seconds.json), which fixes its number of steps in MINUTES, so runs
+can then share the machine without changing what they compute; --MINUTES=preset gives each the time of the
+cpu preset's run. Every final model is scored on the same validation text masked BERT's way, once per seed
+with --SEEDS. README, "The `cpu` preset", has the runs and how they are compared.
+"""
 
 import json
 import statistics

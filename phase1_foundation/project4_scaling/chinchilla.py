@@ -27,8 +27,8 @@ PAPER_EXPONENTS = {  # (a, b) of N_opt ∝ C^a and D_opt ∝ C^b, to print and d
     "Chinchilla Approach 3": (0.46, 0.54),  # PAPER: Chinchilla Table 2
 }
 
-# PAPER: Chinchilla App. D.2. Most residuals in ln L are larger than this (laws.py --DATA=chinchilla prints
-# how many), so the fit is nearly least absolute deviations: a median fit, not a least-squares one
+# PAPER: Chinchilla App. D.2. Most residuals in ln L are larger than this, so the fit is nearly a median fit,
+# not a least-squares one (laws.py --DATA=chinchilla prints how many)
 HUBER_DELTA = 1e-3
 # Approach 3's search: every (α, β) on this grid, each with the (E, A, B) that fits best there (a linear
 # solve); L-BFGS then starts from the best point of each of the best few valleys. The paper's grid of
@@ -72,13 +72,9 @@ def fit_allocation(compute, n_opt, d_opt, flagged: dict[float, str] | None = Non
 def approach1(sweep: Sweep) -> Allocation:
     """Chinchilla Approach 1: at each budget, the run with the lowest loss gives N_opt and D_opt.
 
-    The paper takes the lowest loss reached at each FLOP count over every run's whole training curve. Each
-    run here reports only its final loss, so the envelope is the best run per budget, at the FLOPs it
-    spent (as the sweep's counting counts them). Its N_opt can only be one of the sizes trained: a sweep
-    whose sizes are a factor 2 apart places each optimum to within a factor √2 at best, and noise can pick a
-    neighbour. On synthetic sweeps of five budgets with 1% noise in the losses, that misses the true a by
-    more than 0.03 in most sweeps, where Approach 2, which uses every run, rarely does; the bootstrap
-    interval shows how far it can wander.
+    The paper takes the lowest loss at each FLOP count over every run's whole training curve; each run here
+    reports only its final loss, so the envelope is the best run per budget. Its N_opt can only be one of the
+    sizes trained, and noise can pick a neighbour: the bootstrap interval shows how far it can wander.
     """
     at_budget = [np.flatnonzero(sweep.budget == budget) for budget in sweep.budgets()]
     best = [runs[np.argmin(sweep.loss[runs])] for runs in at_budget]
@@ -154,15 +150,13 @@ def approach2(sweep: Sweep) -> Allocation:
 
 @dataclass(frozen=True)
 class LossSurface:
-    """L(N, D) = E + A/N^α + B/D^β (Chinchilla §3.3): E the entropy of text no model removes, A/N^α what a
-    finite model costs, B/D^β what finite data costs. Minimising it at fixed C = 6ND gives N_opt ∝ C^a,
-    D_opt ∝ C^b with a = β/(α+β) and b = α/(α+β) (Eq. 4).
+    """L(N, D) = E + A/N^α + B/D^β (PAPER: Chinchilla §3.3, Eq. 2): E the entropy of text no model removes,
+    A/N^α what a finite model costs, B/D^β what finite data costs. At fixed C = 6ND its minimum has
+    N_opt ∝ C^a, D_opt ∝ C^b with a = β/(α+β) and b = α/(α+β) (Eq. 4).
 
-    That closed form assumes C = 6ND. The paper counts N as every parameter and C by App. F, and still
-    converts its fitted α and β to a and b this way: at its sizes, 70M parameters and up, App. F's count is
-    close to 6ND (App. F compares the two). At ours it is not: the attention over the context and the
-    embeddings cost more per token than 6N says (the README's table). So under the chinchilla counting these
-    a and b are the paper's conversion, not the slope of the fitted surface's frontier in App. F FLOPs."""
+    The paper converts its fit this way although it counts C by App. F, close to 6ND at its sizes. At ours
+    the attention and the embeddings cost more than 6N per token, so under the chinchilla counting these a
+    and b are the paper's conversion, not the slope of the surface's frontier in App. F FLOPs."""
 
     E: float
     A: float
@@ -171,11 +165,11 @@ class LossSurface:
     beta: float
     problem: str | None = None  # why the exponents cannot be read off this fit, when they cannot
 
-    def loss(self, n, d):
+    def loss(self, n, d):  # PAPER: Chinchilla Eq. 2
         return self.E + self.A / np.asarray(n) ** self.alpha + self.B / np.asarray(d) ** self.beta
 
     @property
-    def a(self) -> float:
+    def a(self) -> float:  # PAPER: Chinchilla Eq. 4, a = β/(α+β)
         return self.beta / (self.alpha + self.beta)
 
     @property
@@ -256,14 +250,12 @@ def fit_parametric(n, d, loss, start: LossSurface | None = None, delta: float = 
     (α, β) (grid_starts), keeping the best fit; with `start`, from that surface only (the learn task's check).
     A larger `delta` than every residual makes it a least-squares fit.
 
-    The paper starts L-BFGS from each of a grid of 4,500 points. A fit started from one point, however good,
-    can stay in that point's valley; the search scores every (α, β) of EXPONENT_GRID with its best (E, A, B),
-    so each fit, the bootstrap's refits included, starts where the whole grid says. When the grid's best
-    pair lies on its edge, the best fit may lie beyond the grid, and the result says so.
+    PAPER: App. D.2 starts L-BFGS from each of a grid of 4,500 points. A fit started from one point can stay
+    in its valley, so each fit, the bootstrap's refits included, starts where the whole grid says; when the
+    grid's best pair lies on its edge, the best fit may lie beyond it, and the result says so.
 
-    The Huber loss is tiny (δ · |residual| per run, about 1e-5), so the stopping tolerances are set far below
-    their defaults: Besiroglu et al. 2024 (arXiv 2404.10102) traced the paper's own fit to an optimizer that
-    stopped before converging for this reason.
+    The Huber loss is tiny (δ · |residual| per run), so the stopping tolerances are far below their defaults:
+    Besiroglu et al. 2024 (arXiv 2404.10102) traced the paper's own fit to an optimizer stopped too early.
 
     The result's `problem` says when the fit cannot be read as exponents (see identification_problem).
     """

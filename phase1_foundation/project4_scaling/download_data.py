@@ -5,15 +5,11 @@
     uv run python phase1_foundation/project4_scaling/download_data.py --CORPUS=wikitext-103  # 540M characters
     uv run python phase1_foundation/project4_scaling/download_data.py --TEXT_FILE=my_notes.txt
 
-The text is read as characters: it is the tokenizer that makes the most tokens of a small corpus, and it needs
-no training of its own. Characters seen fewer than MIN_CHAR_COUNT times become <unk>, so the embedding table
-stays small beside the tiny models of the cpu sweep.
-
-A scaling law is a law of data the model has not seen before. Repeating a little costs almost nothing: up to
-about four epochs, repeated tokens were worth nearly as much as fresh ones (Muennighoff et al. 2023,
-abstract). So runs may read the training text up to MAX_EPOCHS times, a cap and no more: D counts every token
-read, without their correction for what repeated tokens are worth. This script lists what the sweep will ask
-for: the tokens of its longest run against the tokens there are.
+The text is read as characters, the tokenization that makes the most tokens of a small corpus and needs no
+training; characters seen fewer than MIN_CHAR_COUNT times become <unk>, so the embedding table stays small
+beside the cpu sweep's tiny models. Runs may reread the text up to MAX_EPOCHS times (config.py says why);
+this script lists what the sweep will ask for, the tokens of its longest run, against the tokens there are.
+README, "Choosing the cpu sweep".
 """
 
 from pathlib import Path

@@ -1,55 +1,14 @@
-"""Emergence on models you train: a sweep of model sizes, each trained with several seeds on addition, scored
-by exact match, as Wei et al. plotted abilities, and by continuous metrics, as Schaeffer et al. argued they
-should be.
+"""Emergence on models you train: a sweep of model sizes, several seeds each, trained on 3-digit addition and
+scored by exact match, as Wei et al. plotted abilities, and by continuous metrics, as Schaeffer et al. argued.
 
     uv run python phase1_foundation/project4_scaling/emergence.py                  # preset picked by device
     uv run python phase1_foundation/project4_scaling/emergence.py --EM_SHAPES=1x16,2x32 --EM_SEEDS=1
 
-Wei et al. 2022 ("Emergent Abilities of Large Language Models") call an ability emergent when it is absent
-in smaller models and present in larger ones, and plot it against training FLOPs: in their Table 1, 3-digit
-addition and subtraction emerged at GPT-3 13B (2.3e22 FLOPs), 4- and 5-digit at 175B (3.1e23). GPT-3 175B
-itself, few-shot, added 3-digit numbers 80.4% of the time, 4-digit 25.5%, 5-digit 9.3% (Brown et al. 2020,
-Table 3.9). Schaeffer et al. 2023 ("Are Emergent Abilities of Large Language Models a Mirage?", §2-3) answer
-that the jump is in the metric: if a model gets each of an answer's L tokens right with probability p, exact
-match is about p^L, which stays near zero and then shoots up as p rises smoothly, while the token edit
-distance, about L(1 - p), falls smoothly with it. They showed the smooth curves with the token edit distance
-and the Brier score (not with perplexity).
-
-This script reruns the argument on models you train in minutes. The task (addition.py) is 3-digit addition
-written as text, "123+045=0168", one solved exemplar before each query. Every size (model.py's GPT) trains on
-a stream of fresh random problems, every one on the same EM_TOKENS tokens, so that training compute is
-C = 6·N·D (N non-embedding parameters, D tokens: the rule of Kaplan et al. 2020 that Wei et al.'s FLOPs axis
-also counts). EmergenceEvaluator (evaluate.py) then scores each model on the same held-out problems, never
-drawn for training, with exact match, per-digit accuracy, token edit distance and the log-likelihood of the
-correct completion, and with the two estimates of exact match: the per-digit accuracy to the L-th power and
-the product of each answer position's accuracy. emergence.png draws the four metrics against N (FLOPs on
-the top axis), every seed and their mean; scratchpad.png the two variants' exact match and each answer
-digit's accuracy.
-
-Every size trains EM_SEEDS times, with seeds SEED, SEED + 1, ...: a seed sets the first weights and the
-order of the training problems, never the held-out problems (EM_EVAL_SEED draws those, so every model
-answers the same ones). One seed is not enough, because where a size learns the task is partly luck; the
-report gives each size's mean over the seeds and their range, and the plots draw every seed.
-
-The scratchpad variant (Nye et al. 2021) writes the column sums before the answer, units first, each with
-its carry. It trains at equal compute (the same tokens per model, so fewer problems: its lines are longer),
-and scratchpad.png compares the two variants' final answers. Wei et al. (Table 1) report that a scratchpad
-let 8-digit addition emerge at 40M parameters (8.9e19 FLOPs), in models fine-tuned on scratchpad traces (Nye
-et al. 2021): trained on the task's steps, the closest of their results to this chapter's models.
-Chain-of-thought prompting helping only from about 1e23 FLOPs is a finding about large pretrained models
-prompted few-shot (Wei et al. 2022b), not about models trained on the steps, as here. ("Let's think step
-by step" is zero-shot chain of thought, Kojima et al. 2022, a third thing.)
-
-One exemplar (EM_SHOTS = 1), not several: model.py learns absolute positions, so each exemplar's slot is a
-new set of positions where the addition has to be learned again. While choosing these settings, with three
-exemplars no model up to 150k parameters learned the last two digits in 1.5M tokens; with one, models of
-57k and 100k did in 1M.
-
-What the cpu preset measured, and how to read it: the README's section "Emergence on models you train".
-
-Results go to OUT_DIR/emergence.jsonl, one line per (variant, size, seed), the file rewritten after each
-model; a rerun with the same settings skips the finished ones, so Ctrl-C loses only the model in training,
-and a rerun with more seeds or sizes trains only the new models.
+Every size trains on the same EM_TOKENS tokens of fresh problems (addition.py), plain or with a scratchpad,
+and EmergenceEvaluator (evaluate.py) scores it on the same held-out problems; emergence.png draws the metrics
+against N, scratchpad.png the two variants. Results go to OUT_DIR/emergence.jsonl, one line per (variant,
+size, seed), rewritten after each model: a rerun skips the finished ones, so Ctrl-C loses only the model in
+training. The papers, the settings and what the cpu preset measured: README, "Emergence on models you train".
 """
 
 import sys

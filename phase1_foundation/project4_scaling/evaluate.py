@@ -4,9 +4,9 @@ over.
 Wei et al. 2022 score arithmetic by exact match. Schaeffer et al. 2023 answer that exact match over an answer
 of L tokens is about p^L for a per-token accuracy p, so it stays near zero while p climbs, and that continuous
 metrics show the climb (they used the token edit distance and the Brier score; this chapter adds the
-log-likelihood of the correct answer). p^L assumes every position is right with the
-same p; when positions differ (the first digit of a sum is easy, the ones behind a carry are not), exact match
-follows the product of each position's own accuracy instead, which is why both are kept.
+log-likelihood of the correct answer). p^L assumes every position is right with the same p; when positions
+differ (the first digit of a sum is easy, the ones behind a carry are not), exact match follows the product
+of each position's own accuracy instead, which is why both are kept.
 """
 
 from collections.abc import Sequence

@@ -21,11 +21,9 @@ KAPLAN_ALLOCATION = (0.73, 0.27)  # PAPER: Kaplan Eq. 6.1: (a, b) of N_opt ∝ C
 def fit_power_law_in_n(n, loss) -> tuple[float, float]:
     """(N_c, α_N) of L(N) = (N_c/N)^α_N (Kaplan Eq. 1.1), by least squares on log L against log N.
 
-    Kaplan's form is a straight line on log-log axes, and over their range (models big enough, each trained
-    on enough data) the losses lay on one. A small sweep bends away from it: text has an entropy no model
-    goes below, so the loss flattens towards that floor instead of falling towards zero as the pure power
-    law says; and every run here is limited by its tokens as well as by N, which flattens the smallest and
-    the largest models of a budget differently.
+    A straight line on log-log axes, as Kaplan's losses lay over their range. A small sweep bends away from
+    it: the loss flattens towards the entropy of text, not zero, and every run here is limited by its tokens
+    as well as by N.
     """
     slope, intercept = np.polyfit(np.log(n), np.log(np.asarray(loss, dtype=float)), 1)
     alpha_n = -slope

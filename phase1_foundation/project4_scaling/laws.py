@@ -6,31 +6,11 @@ side; and a plan that turns minutes into a model size.
     uv run python phase1_foundation/project4_scaling/laws.py --PLAN_MINUTES=10  # and plan a 10-minute run
     uv run python phase1_foundation/project4_scaling/laws.py --DATA=chinchilla  # Chinchilla's own runs
 
-train.py trains a sweep: at each of a few compute budgets C several model sizes N, each on the D tokens the
-budget buys, and writes one line per finished run. It does so twice, once per counting (results.COUNTINGS):
-
-- kaplan: N is the non-embedding count and C = 6ND (Kaplan et al. 2020, §2.1), so D = C / (6N);
-- chinchilla: N counts every parameter and C every matmul (Hoffmann et al. 2022, App. F), so D = C / (App. F
-  FLOPs per token of the shape).
-
-At the sizes a laptop trains, the embeddings are a large share of all parameters and the attention over the
-context a large share of the FLOPs, so the two countings can give different exponents for the same kind of
-runs: one of the reasons proposed for the papers' disagreement (README). Nothing here trains; it asks each
-counting's sweep the two papers' questions, each answered in a file named after its paper:
-
-- kaplan.py: how does the loss fall with N alone (Eq. 1.1), and with N and D together (Eq. 1.5)?
-- chinchilla.py: how should a budget be split between N and D? Three ways, as in the paper: the run with the
-  lowest loss at each budget (Approach 1), the minimum of a parabola through each budget's losses
-  (Approach 2), and a loss surface L(N, D) = E + A/N^α + B/D^β fitted to every run (Approach 3). Each gives
-  N_opt ∝ C^a and D_opt ∝ C^b. The papers disagree, Kaplan a ≈ 0.73 against Chinchilla's a ≈ 0.5, and a
-  bootstrap interval (bootstrap.py) beside each exponent says how much a sweep this small can tell the two
-  apart.
-
-Then what a law is for: prediction.py carries the sweep's minima to a budget PLAN_AHEAD times its largest and
-prints the command that trains it, and planner.py splits a budget by Chinchilla's closed form, from the
-paper's constants, a replication's, or the sweep's own fit; plan_for_minutes starts from the minutes you can
-spend. --DATA=chinchilla fits Chinchilla's own runs the same ways (chinchilla_runs.py). The figures are
-sweep_figures.py's.
+Nothing here trains. Each counting's sweep (results.COUNTINGS) is asked the two papers' questions: kaplan.py
+fits L(N) and L(N, D), chinchilla.py splits a budget between N and D by Approaches 1 to 3, each exponent with
+a bootstrap interval (bootstrap.py). prediction.py carries the budgets' minima PLAN_AHEAD times further and
+planner.py splits a budget by Chinchilla's closed form; the figures are sweep_figures.py's. What the fits
+mean and what the cpu sweep gave: README, "Results: the sweep on two CPU cores".
 """
 
 import json

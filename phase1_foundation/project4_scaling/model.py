@@ -1,15 +1,8 @@
-"""The model of the scaling sweep: chapter 2's pre-LN GPT, small, and the arithmetic that counts its cost.
+"""The scaling sweep's model: chapter 2's pre-LN GPT, small, and the counters of its N and C.
 
-A scaling law relates loss to parameters N, tokens D and compute C, so this chapter must count all three the
-way the papers did. The model itself is chapter 2's GPT-2 block stack restated without what a sweep of
-single-epoch runs does not need (dropout, the KV cache, sampling controls); the counters below are the new
-part:
-
-    non_embedding_parameters  Kaplan's N: the parameters a token's computation passes through, without the
-                              token and position tables (Kaplan et al. 2020, §2.1)
-    flops_per_token           training FLOPs per token three ways: 6N (the rule C = 6ND), Kaplan's Table 1
-                              (6N plus attention over the context), Chinchilla's Appendix F (every matmul,
-                              the embeddings and the output head included)
+A scaling law relates loss to N, D and C, so N and C are counted the papers' ways: non_embedding_parameters is
+Kaplan's N, flops_per_token the training FLOPs three ways (6N, Kaplan's Table 1, Chinchilla's App. F). No
+dropout, KV cache or sampling controls: README, "The architecture".
 
 Shapes: B batch, T sequence length, C = n_embd, nh = n_head, hs = C // nh head size, V vocabulary size.
 """
@@ -59,6 +52,7 @@ class CausalSelfAttention(nn.Module):
         if self.fast:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, nh, T, hs)
         else:
+            # PAPER: Vaswani et al. 2017, Eq. 1: softmax(QKᵀ / √d_k) V, masked to the past
             att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))  # (B, nh, T, T)
             future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(diagonal=1)
             att = F.softmax(att.masked_fill(future, float("-inf")), dim=-1)  # rows sum to 1 over the past
@@ -140,8 +134,7 @@ class GPT(nn.Module):
     def greedy(self, idx: Tensor, max_new_tokens: int) -> Tensor:
         """The likeliest next token, max_new_tokens times: (B, T) -> (B, max_new_tokens), the new tokens only.
 
-        Every row of idx must be a real prompt of the same length (emergence.py builds them so); the caller
-        cuts each row at its stop token.
+        Every row of idx must be a real prompt of the same length; the caller cuts each at its stop token.
         """
         out = idx
         for _ in range(max_new_tokens):
@@ -153,13 +146,11 @@ class GPT(nn.Module):
 # --- counting N and C --------------------------------------------------------------------------------------
 
 def non_embedding_parameters(n_layer: int, n_embd: int) -> int:
-    """Kaplan's N, exactly, for this architecture and from its shape alone: every weight, bias and LayerNorm
-    parameter of the n_layer blocks and of the final LayerNorm, so that runs can be planned and compared by
-    N (sweep.py) without building a model.
+    """Kaplan's N, exact, from the shape alone (sweep.py plans by N without building a model): every weight,
+    bias and LayerNorm parameter of the blocks and the final LayerNorm.
 
-    PAPER: Kaplan et al. 2020, Eq. 2.1 writes N ≈ 12·n_layer·d_model², the weights alone. What N leaves out
-    is what a token only looks up: the token and position tables, and a head that is tied to the token table
-    (an untied head is also a table, V x d, and belongs with them).
+    PAPER: Kaplan et al. 2020, Eq. 2.1: N ≈ 12·n_layer·d_model², the weights alone. N leaves out the tables a
+    token only looks up: token and position tables and the head, tied or untied (then a V x d table).
     """
     return n_layer * (12 * n_embd**2 + 13 * n_embd) + 2 * n_embd
 
@@ -173,12 +164,11 @@ def total_parameters(config: GPTConfig) -> int:
 def flops_per_token(config: GPTConfig, method: str = "6N") -> float:
     """Training FLOPs (forward + backward) per token; the backward pass costs twice the forward.
 
-    6N          C = 6ND: 2 FLOPs (a multiply and an add) per weight per token forward, 4 backward.
-    kaplan      PAPER: Kaplan et al. 2020, Table 1: forward 2N + 2·n_layer·n_ctx·d_model (the attention
-                scores and their weighted sum against a full context), times 3.
-    chinchilla  PAPER: Hoffmann et al. 2022, Appendix F: every matmul, with the embedding lookup counted as
-                a matmul and the output head included; the softmax counted; biases, LayerNorms and the
-                nonlinearities left out; times 3.
+    6N          C = 6ND: a multiply and an add per weight per token forward, twice that backward.
+    kaplan      PAPER: Kaplan et al. 2020, Table 1: forward 2N + 2·n_layer·n_ctx·d_model (attention over a
+                full context), times 3.
+    chinchilla  PAPER: Hoffmann et al. 2022, App. F: every matmul, the embedding lookup and output head
+                included, plus the softmax; biases, LayerNorms and nonlinearities left out; times 3.
     """
     n, d, L, V, T = (non_embedding_parameters(config.n_layer, config.n_embd), config.n_embd, config.n_layer,
                      config.vocab_size, config.block_size)
@@ -187,7 +177,7 @@ def flops_per_token(config: GPTConfig, method: str = "6N") -> float:
     if method == "kaplan":
         return 3.0 * (2 * n + 2 * L * T * d)
     if method == "chinchilla":
-        heads_width = d  # key_size x num_heads: every head's keys side by side fill the model's width
+        heads_width = d  # App. F's key_size x num_heads: all heads side by side
         attention = (2 * 3 * T * d * heads_width  # queries, keys, values
                      + 2 * T * T * heads_width  # query-key logits
                      + 3 * config.n_head * T * T  # softmax

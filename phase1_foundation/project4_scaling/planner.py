@@ -25,9 +25,8 @@ SMALLEST_FITTED = 1.4e18  # PAPER: Besiroglu et al. 2024's runs (chinchilla_runs
 PUBLISHED_SURFACES = {
     # PAPER: Chinchilla App. D.2, Eq. 10: the fit as printed, rounded.
     "paper-rounded": LossSurface(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28),
-    # PAPER: the same fit as it stands in the paper's LaTeX source, unrounded, as Besiroglu et al. 2024
-    # (arXiv 2404.10102) report it. At the 2.21e19 FLOPs of the paper's 400M-parameter row (Table A3: 400M
-    # parameters, 9.2B tokens) these give 389M and 9.5B; the rounded ones give 326M and 11.3B.
+    # PAPER: the same fit unrounded, from the paper's LaTeX source, as Besiroglu et al. 2024 (arXiv
+    # 2404.10102) report it; what the rounding changes: README, "The planner, and what rounding does"
     "paper-unrounded": LossSurface(E=1.6934, A=406.4, B=410.7, alpha=0.3392, beta=0.2849),
     # PAPER: Besiroglu et al. 2024 (arXiv 2404.10102): their refit of the Approach 3 data, read off the
     # paper's plots.
@@ -42,9 +41,8 @@ class ChinchillaPlanner:
     The constants are Besiroglu et al.'s refit by default, the fit that Chinchilla's own runs support
     (chinchilla_runs.py); "paper-rounded", "paper-unrounded" or a LossSurface of your own (fit_parametric's
     result) choose others. A fit's constants move together: rounding α and β alone, with E, A and B kept,
-    describes another surface at the paper's own data, so the plans differ already inside its range (at the
-    2.21e19 FLOPs of Table A3's 400M-parameter row, the printed constants give 326M parameters, the
-    unrounded ones 389M), not only far from it. Publish constants unrounded, or refit after rounding.
+    describes another surface, and the plans differ already inside the paper's range of budgets (README,
+    "The planner, and what rounding does").
     """
 
     def __init__(self, constants: str | LossSurface = "epoch-2024"):
@@ -56,7 +54,7 @@ class ChinchillaPlanner:
         self.surface = constants
 
     def get_optimal_params_and_tokens(self, compute):
-        """(N_opt, D_opt) for a budget of `compute` FLOPs (a number or an array of them)."""
+        """(N_opt, D_opt) for a budget of `compute` FLOPs (a number or an array of them): Chinchilla Eq. 4."""
         s = self.surface
         g = (s.alpha * s.A / (s.beta * s.B)) ** (1 / (s.alpha + s.beta))
         return g * (compute / 6) ** s.a, (compute / 6) ** s.b / g
@@ -140,10 +138,9 @@ def plan(cfg, surface: LossSurface | None, device, sweep_fit: Allocation | None 
     """The step from minutes to a run: C from the minutes and this device's measured speed, (N, D) from the
     planner, a shape for N, and the command that trains it.
 
-    One counting throughout, Chinchilla's closed form's: N every parameter, C = 6ND. The speed is measured,
-    not looked up: a few training steps of the planned shape, timed, give the 6N FLOPs per second this code
-    reaches on this device (a model's speed depends on its size, so plan, measure the shape, and plan
-    again). Since the rate is what a run achieves, no utilisation factor is assumed.
+    One counting throughout, the closed form's: N every parameter, C = 6ND. The speed is measured on the
+    planned shape (speed depends on size, so plan, measure, plan again), and since it is what a run
+    achieves, no utilisation factor is assumed.
 
     `surface` is "ours", used when PLAN_CONSTANTS is "ours": an Approach 3 fit of the sweep's runs with N
     every parameter, as the closed form counts it; None when there is none. `sweep_fit`, the sweep's own

@@ -40,7 +40,7 @@ def predict(sweep: Sweep, budget: float) -> dict[str, float]:
     if len(compute) < max(2, len(sweep.budgets())):
         return {"n_opt": np.nan, "loss": np.nan, "a": np.nan, "gamma": np.nan}
     a, log_n = np.polyfit(np.log(compute), np.log(n_opt), 1)
-    slope, log_loss = np.polyfit(np.log(compute), np.log(loss), 1)
+    slope, log_loss = np.polyfit(np.log(compute), np.log(loss), 1)  # PAPER: Kaplan Eq. 1.3, L(C_min)
     return {"n_opt": float(np.exp(log_n + a * np.log(budget))),
             "loss": float(np.exp(log_loss + slope * np.log(budget))), "a": float(a), "gamma": float(-slope)}
 

@@ -3,9 +3,9 @@
 Under each counting (results.COUNTINGS) every shape of SHAPES is trained at every budget of that counting,
 on the D tokens the budget buys: D = C / (FLOPs per token), 6N per token under Kaplan's counting and App. F's
 count under Chinchilla's. A run of fewer than MIN_STEPS steps is left out, and so is one that would read
-the training text more than MAX_EPOCHS times. At NOISE_BUDGETS every shape is trained with NOISE_SEEDS
-seeds: how far runs that differ only in their seed end apart is the noise every fit has to
-live with (bootstrap.py). `train.py` trains these runs, `download_data.py` lists them.
+the training text more than MAX_EPOCHS times. At NOISE_BUDGETS every shape is trained with NOISE_SEEDS seeds:
+how far runs that differ only in their seed end apart is the noise every fit has to live with (bootstrap.py).
+`train.py` trains these runs, `download_data.py` lists them.
 """
 
 from dataclasses import dataclass

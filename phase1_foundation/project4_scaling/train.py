@@ -4,22 +4,11 @@
     uv run python phase1_foundation/project4_scaling/train.py --ONLY=kaplan_2e10_2x16  # one point again
     uv run python phase1_foundation/project4_scaling/laws.py                          # then fit the laws
 
-A run at budget C reads D = C / (FLOPs per token) tokens: 6N per token under Kaplan's counting (N without
-the embeddings), every matmul's FLOPs under Chinchilla's (App. F, N with them). Each finished run adds one
-line to OUT_DIR/results.jsonl: its counting, budget, N both ways, D, both FLOP counts, final validation loss
-and wall time. Run the command again and the finished runs are skipped, so a sweep stopped by Ctrl-C (or a
-closed laptop) continues with the run it was in; that run starts again from its first step, and ends exactly
-as it would have.
-
-What makes these runs a scaling sweep rather than a set of trainings:
-  * every run of one seed reads the data in the same order: the same first D tokens, each at most
-    MAX_EPOCHS times;
-  * its cosine schedule reaches its floor exactly at its last token (PAPER: Chinchilla §3, App. B: the final
-    loss is best when the cycle matches the run, and a cycle more than 25% longer hurts; Hoffmann et al.
-    name Kaplan et al.'s one schedule for runs of every length as a cause of their 0.73, a cause Porian et
-    al. 2024 found not essential: the README weighs the three proposed causes);
-  * its learning rate follows N by Kaplan's rule (times LR_SCALE), so no size is handicapped by a rate tuned
-    for another.
+A run at budget C reads D = C / (FLOPs per token) tokens: 6N under Kaplan's counting, App. F's under
+Chinchilla's. What makes the runs one sweep: every run of a seed reads the data in the same order, each cosine
+reaches its floor at the run's last token (PAPER: Chinchilla §3, App. B), and the learning rate follows N by
+Kaplan's rule (times LR_SCALE). Each finished run adds a line to OUT_DIR/results.jsonl; a rerun skips those,
+so a sweep stopped by Ctrl-C goes on, its interrupted run from the first step. README, "Running it".
 """
 
 import math
@@ -140,7 +129,7 @@ def build(run: Run, vocab_size: int, train_tokens: np.ndarray, cfg: SimpleNamesp
     return model, optimizer, EpochBatches(train_tokens, cfg.BLOCK_SIZE, cfg.BATCH_SIZE, device, run.seed)
 
 
-def train_run(run: Run, vocab_size: int, train_tokens: np.ndarray, val_tokens: np.ndarray,
+def train_model(run: Run, vocab_size: int, train_tokens: np.ndarray, val_tokens: np.ndarray,
               cfg: SimpleNamespace, device: torch.device, interrupt: GracefulInterrupt, bar,
               settings: dict) -> dict | None:
     """One point of the sweep, start to end; its row for results.jsonl, or None if Ctrl-C stopped it."""
@@ -252,7 +241,7 @@ def main(argv: list[str] | None = None) -> list[dict] | dict:
     bar = progress_bar(total=sum(run.tokens for run in todo), unit="tok", unit_scale=True, desc="sweep")
     with GracefulInterrupt("Ctrl-C: stopping the sweep; the finished runs are kept") as interrupt:
         for run in todo:
-            row = train_run(run, meta["vocab_size"], train_tokens, val_tokens, cfg, device, interrupt, bar,
+            row = train_model(run, meta["vocab_size"], train_tokens, val_tokens, cfg, device, interrupt, bar,
                             settings)
             if row is None:
                 bar.close()

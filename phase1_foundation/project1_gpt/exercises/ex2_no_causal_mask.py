@@ -6,18 +6,11 @@ sees positions t+1, t+2, ... The model is asked to predict token t+1, and now it
     uv run python phase1_foundation/project1_gpt/exercises/ex2_no_causal_mask.py
     uv run python phase1_foundation/project1_gpt/exercises/ex2_no_causal_mask.py --MAX_ITERS=600
 
-Both final models are then scored twice on the same validation windows: as training scores them (one pass
-over the whole window), and the way generation works (each token from the tokens before it only, one pass
-per position); and each writes a sample. After the run's numbers the script prints what the course measured.
-
---CAUSAL=false is a setting of the chapter like any other: GPTConfig.causal drops the mask on both attention
-paths, and a checkpoint remembers it, so the model reloaded for scoring below is the one that was trained.
-
-The exercise changes a few more settings, for speed only. At initialisation attention is spread evenly over
-the window, so the token to copy gets 1/BLOCK_SIZE of it: a 16-token window makes the shortcut quick to find
-(the batch grows to keep the preset's tokens per step). And it uses GPT-2's pre-LN block with a short warmup,
-which finds the shortcut within 300 steps; GPT-1's post-LN block finds it too, only many steps later
-(exercise 1 shows why). Try --PRE_LN=false --WARMUP_ITERS=100 --MAX_ITERS=600.
+Both final models, reloaded from their checkpoints (which remember --CAUSAL), are scored on the same
+validation windows as training scores them (one pass over the whole window) and the way generation works
+(each token from the tokens before it only, one pass per position), and each writes a sample. For speed only,
+it uses 16-token windows and GPT-2's pre-LN block (README, exercise 2 says why). After the run's numbers the
+script prints what the course measured.
 
 Predict before you run it: without the mask the model can read the token it is asked for, so its training loss
 falls far below the causal model's. But scored the way generation works, will the unmasked model be better

@@ -2,21 +2,16 @@
 
 Train the same model on the same corpus twice, once reading characters and once reading BPE tokens: same
 steps, same tokens per step (BATCH_SIZE x BLOCK_SIZE), same layers; only the embedding table (and the output
-head tied to it) differs in size, so the BPE model also does more compute per token.
-Then compare their validation losses, but per character, not per token:
+head tied to it) differs in size, so the BPE model also does more compute per token. Then compare their
+validation losses per character, not per token, since a BPE token is several characters (README, exercise 3):
 
     bits per character = loss per token (nats) x val tokens / val characters / ln 2
 
     uv run python phase1_foundation/project1_gpt/exercises/ex3_char_vs_bpe.py
     uv run python phase1_foundation/project1_gpt/exercises/ex3_char_vs_bpe.py --MAX_ITERS=1000
 
-Why per character: a loss per token is the cost of predicting one token. A BPE token is several characters
-(three to four in English prose with 4,096 tokens), while a character model pays for one character at a time
-over a few hundred symbols. So the character model's loss per token looks far smaller even before training
-(a uniform guess costs ln 500 = 6.2 nats among 500 characters, ln 4096 = 8.3 among 4,096 tokens), and says
-nothing about which model predicts the text better. Bits per character measure both on the same thing: the
-cost of encoding the same validation text. The unigram column scores, in the same unit, a model of each
-run's tokens that ignores context. After the run's numbers the script prints what the course measured.
+The unigram column scores, in the same unit, a model of each run's tokens that ignores context. After the
+run's numbers the script prints what the course measured.
 
 Predict before you run it: which model's loss per token will be lower, and by roughly what factor? Which will
 encode the validation text in fewer bits per character? And will the trained character model beat the BPE

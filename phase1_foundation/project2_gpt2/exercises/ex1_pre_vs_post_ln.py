@@ -1,24 +1,14 @@
 """Exercise 1: at what depth does post-LN stop training without a warmup, and does pre-LN?
 
-Chapter 1's exercise 1 set post-LN against pre-LN at one depth. Here the depth is the variable: build GPT-1's
-arrangement (post-LN) and GPT-2's (pre-LN) at 2, 6, 12 and 24 layers, train each for the same steps at the
-chapter's learning rate, once with no warmup and once with a short one, and see where each one's loss ends
-against the unigram plateau (the loss of a model that ignores the context, where a model that has not learned
-to use its context stalls).
-
-    pre-LN  (GPT-2, model.py's Block):  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x));  ... ln_f at the end
-    post-LN (GPT-1, PostLNBlock here):  x = ln_1(x + attn(x));  x = ln_2(x + mlp(x));  no final LayerNorm
+Build GPT-1's arrangement (post-LN, PostLNBlock here) and GPT-2's (pre-LN, model.py's Block) at 2, 6, 12 and
+24 layers, train each for 200 steps on the same batches at the chapter's learning rate, once with no warmup
+and once with a 50-step one, and see where each one's validation loss ends against the unigram plateau (where
+a model that has not learned to use its context stalls). The plot goes to OUT_DIR/pre_vs_post_ln.png; after
+the run's numbers the script prints what the course measured (README, "Experiments").
 
     OMP_NUM_THREADS=1 uv run python phase1_foundation/project2_gpt2/exercises/ex1_pre_vs_post_ln.py
     OMP_NUM_THREADS=1 uv run python phase1_foundation/project2_gpt2/exercises/ex1_pre_vs_post_ln.py \\
         --LEARNING_RATE=1e-3
-
-Each run trains for 200 steps at the chapter's learning rate (the cpu preset's 3e-3; on a GPU the gpu
-preset's 1e-3), one seed and the same batches for every run. The table of final validation losses is printed
-(* marks a run that never left the plateau) and the plot (final validation loss against depth, and the
-deepest models' loss curves) saved as OUT_DIR/pre_vs_post_ln.png (default OUT_DIR:
-checkpoints/project2/exercises/ex1_pre_vs_post_ln). After the run's numbers the script prints what the course
-measured.
 
 Predict before you run it: for each arrangement, with and without the 50-step warmup, what is the deepest
 model that leaves the plateau within the 200 steps: 2, 6, 12 or 24 layers, or none? And at which depths does
@@ -47,10 +37,10 @@ from phase1_foundation.project2_gpt2.exercises import parse_args
 from phase1_foundation.project2_gpt2.model import GPT, Block, GPTConfig
 from phase1_foundation.project2_gpt2.tokenizer import load_tokenizer
 
-# The exercise's changes to the preset: narrow enough that 24 layers train on one CPU thread in about a
-# minute, and a 1,024-token BPE of the same corpus, so that the output layer does not dominate the time and
-# 200 steps take a model that uses its context well below the plateau. The preset's learning rate and its
-# warmup (the short warmup) are kept. Your own --NAME=value settings come after these, so they win.
+# The exercise's changes to the preset: narrow enough that 24 layers train quickly on one CPU thread, and a
+# 1,024-token BPE of the same corpus, so that the output layer does not dominate the time and 200 steps take a
+# model that uses its context well below the plateau. The preset's learning rate and its warmup (the short
+# warmup) are kept. Your own --NAME=value settings come after these, so they win.
 SETTINGS = [
     "--VOCAB_SIZE=1024", "--N_HEAD=4", "--N_EMBD=64", "--BLOCK_SIZE=64", "--BATCH_SIZE=16",
     "--GRAD_ACCUM_STEPS=1", "--MAX_ITERS=200", "--EVAL_ITERS=10",
@@ -94,7 +84,7 @@ def validation_loss(model: GPT, val_tokens: np.ndarray, cfg: SimpleNamespace, de
     return loss
 
 
-def train_run(post_ln: bool, depth: int, warmup: int, cfg: SimpleNamespace, vocab_size: int,
+def train_model(post_ln: bool, depth: int, warmup: int, cfg: SimpleNamespace, vocab_size: int,
               train_tokens: np.ndarray, val_tokens: np.ndarray, device: torch.device) -> dict:
     """One optimizer step at a time as train.py takes it on one device, in fp32: the same batches, seed and
     schedule for every run, so the arrangement, the depth and the warmup are all that differ."""
@@ -161,7 +151,7 @@ def main(argv: list[str] | None = None, depths: tuple[int, ...] = DEPTHS) -> dic
     for depth in depths:
         for name, label in VARIANTS.items():
             for warmup_name, warmup in warmups.items():
-                run = train_run(name == "post_ln", depth, warmup, cfg, vocab_size, train_tokens, val_tokens,
+                run = train_model(name == "post_ln", depth, warmup, cfg, vocab_size, train_tokens, val_tokens,
                                 device)
                 results[name][warmup_name][depth] = run
                 print(f"{label}, {depth:>2} layers, {warmup_name}: val loss {run['val_loss']:.3f} "

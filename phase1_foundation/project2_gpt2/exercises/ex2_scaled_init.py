@@ -1,20 +1,13 @@
 """Exercise 2: what the scaled initialisation of the residual projections does to the residual stream.
 
-GPT-2 §2.3 initialises "the weights of residual layers" scaled by 1/sqrt(N), N the number of residual layers:
-in model.py every c_proj, the last matrix of each sub-block before its output is added to the stream, starts
-at N(0, 0.02 / sqrt(2 * n_layer)) instead of N(0, 0.02). Build untrained models of 6, 12, 24 and 48 layers,
-each once with the scaling and once without, run one batch of tokens through them, and measure the standard
-deviation of the residual stream after the embedding and after every block.
+GPT-2 §2.3 starts every c_proj (the last matrix of each sub-block, whose output is added to the residual
+stream) at N(0, 0.02 / sqrt(2 * n_layer)) instead of N(0, 0.02). Build untrained models of 6, 12, 24 and 48
+layers, with the scaling and without, run one batch of random tokens through them, and measure the residual
+stream's standard deviation after every block. The curves go to OUT_DIR/scaled_init.png; after the run's
+numbers the script prints what the course measured (README, "Experiments").
 
     uv run python phase1_foundation/project2_gpt2/exercises/ex2_scaled_init.py
     uv run python phase1_foundation/project2_gpt2/exercises/ex2_scaled_init.py --N_EMBD=768 --N_HEAD=12
-
-The width and the batch are the chapter's (the cpu preset's 192 on a CPU); nothing is trained, so any tokens
-will do and random ones are used.
-
-The curves are saved as OUT_DIR/scaled_init.png (default OUT_DIR:
-checkpoints/project2/exercises/ex2_scaled_init). After the run's numbers the script prints what the course
-measured.
 
 Predict before you run it: without the scaling, how many times the 6-layer model's variance will the stream
 have after the last block of the 48-layer model: about 1, about 2.8 (the square root of 8) or about 8? And

@@ -1,29 +1,13 @@
 """Exercise 3: what the KV cache buys, as the sequence grows.
 
-Generate greedily from a one-token prompt up to a total length of 64, 128, 256 and 512 tokens (BLOCK_SIZE / 8,
-/ 4, / 2 and BLOCK_SIZE), once with the KV cache and once without, and measure the tokens per second of each.
-The model has the chapter's shape and GPT-2's 50,257-token vocabulary; speed does not depend on what the
-weights have learned, so they are left as initialised, and BLOCK_SIZE is raised to 512 to leave room.
+Generate greedily from a one-token prompt to 64, 128, 256 and 512 tokens, with the KV cache and without,
+and measure the tokens per second of each; the model has the chapter's shape, GPT-2's 50,257-token vocabulary
+and untrained weights. Both ways must give the same tokens. On a busy CPU run it with OMP_NUM_THREADS=1. The
+table is also drawn as OUT_DIR/kv_cache_speed.png; after the run's numbers the script prints what the course
+measured (README, "Experiments", and "The KV cache" for why).
 
     uv run python phase1_foundation/project2_gpt2/exercises/ex3_kv_cache_speed.py
     uv run python phase1_foundation/project2_gpt2/exercises/ex3_kv_cache_speed.py --BLOCK_SIZE=1024
-
-Without the cache, every new token runs the whole sequence so far through the blocks again: at length t that
-is t positions through every projection and MLP, and a t x t attention matrix in every layer, to use the last
-row alone. With it, only the new token goes through; its query meets the t cached keys and values, so the
-projections and MLP cost the same at every length and only the attention to the cache grows with t. Per new
-token, the blocks' work goes from growing with t (t^2 in attention) to constant (t in attention). The output
-head costs the same either way, since only the last position is scored: but that one position meets all
-50,257 tokens, 50,257 * C multiply-adds against the 4 * 12 * C^2 of the four blocks' weight matrices (5.5
-times as many at the chapter's 192 wide), so the head puts a floor under every step that the cache cannot
-lower.
-
-The cache changes how the keys and values are obtained, not what they are, so both give the same tokens; the
-script checks that the two greedy outputs are identical. Timings are only as steady as the machine: on a busy
-CPU shared with other work, PyTorch's threads spend their time waiting for each other, so run it with
-OMP_NUM_THREADS=1 there. The table is also drawn as OUT_DIR/kv_cache_speed.png (default OUT_DIR:
-checkpoints/project2/exercises/ex3_kv_cache_speed). After the run's numbers the script prints what the course
-measured.
 
 Predict before you run it: as the length grows, what happens to the tokens per second without the cache, and
 with it? On a CPU, how many times faster will the cache make generation at 64 tokens, and at 512: about 1.5,

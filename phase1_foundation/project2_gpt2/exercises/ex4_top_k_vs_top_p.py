@@ -1,22 +1,14 @@
 """Exercise 4: top-k against top-p (nucleus) sampling: how many tokens each lets the model choose from.
 
-Both cut off the unreliable tail of the next-token distribution before drawing from it. Top-k keeps the k
-likeliest tokens, always k; top-p keeps the smallest set of likeliest tokens whose probability reaches p
-(Holtzman et al. 2019, "The Curious Case of Neural Text Degeneration"). Continue a few prompts with each, at
-the same temperature, and at every generated token measure how many tokens the nucleus holds and how much of
-the probability the top k hold, and how sure the model was (the probability of its likeliest token).
+Both cut off the tail of the next-token distribution: top-k keeps the k likeliest tokens, top-p the fewest
+whose probability reaches p (Holtzman et al. 2019). Continue a few prompts with each, and at every generated
+token measure how many tokens the nucleus holds, how much probability the top k hold, and how sure the model
+was. It uses train.py's newest checkpoint (or --CHECKPOINT=...), training one with the preset first if there
+is none; TOP_K is 40, openai/gpt-2's sampling examples' value, unless you set one. After the run's numbers
+the script prints what the course measured (README, "Experiments").
 
     uv run python phase1_foundation/project2_gpt2/exercises/ex4_top_k_vs_top_p.py
     uv run python phase1_foundation/project2_gpt2/exercises/ex4_top_k_vs_top_p.py --TOP_K=10 --TOP_P=0.5
-
-It uses the model train.py saved (the newest checkpoint in checkpoints/project2, or --CHECKPOINT=...); if
-there is none, it trains one with the cpu or gpu preset into OUT_DIR/gpt2 first, and uses that on later runs.
-TEMPERATURE and TOP_P are the chapter's (1.0 and 0.9); TOP_K is 40, the value of the openai/gpt-2
-repository's sampling examples, unless you set one. The statistics are taken from one forward pass over each
-finished sample, whose logits at each position are the ones its next token was drawn from.
-
-The sizes and masses are printed over all generated tokens, then by how sure the model was. After the run's
-numbers the script prints what the course measured.
 
 Predict before you run it: top-k keeps 40 tokens at every step. On average, will the nucleus of p = 0.9 hold
 fewer than 40 tokens, about 40, or hundreds? Where the model is sure (its likeliest token has half the

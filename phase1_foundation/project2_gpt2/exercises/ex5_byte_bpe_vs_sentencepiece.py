@@ -1,17 +1,13 @@
 """Exercise 5: GPT-2's byte-level BPE against a SentencePiece BPE, on text neither was trained on.
 
-Train three tokenizers of the same vocabulary size on the same text (the chapter's corpus, less its last
-document, which is kept for testing): our byte-level BPE (tokenizer.py), and SentencePiece's BPE twice, with
-byte fallback (as the course's other chapters use it) and without. Then encode a few strings that an English
-Wikipedia corpus rarely or never shows (accents, emoji, code, Chinese and Japanese, Cyrillic, symbols,
-tabs and newlines) and the held-out document, and count for each: the tokens, whether decode(encode(text))
-gives the text back exactly, and how many tokens are the unknown token <unk>.
+Train three tokenizers of the same vocabulary size on the chapter's corpus, less its last document: our
+byte-level BPE, and SentencePiece's BPE with byte fallback and without. Encode strings an English Wikipedia
+corpus rarely shows (accents, emoji, code, CJK, Cyrillic, symbols, tabs) and the held-out document, and count
+the tokens, whether decode(encode(text)) gives the text back, and the <unk> tokens. After the run's numbers
+the script prints what the course measured (README, "Experiments").
 
     uv run python phase1_foundation/project2_gpt2/exercises/ex5_byte_bpe_vs_sentencepiece.py
     uv run python phase1_foundation/project2_gpt2/exercises/ex5_byte_bpe_vs_sentencepiece.py --VOCAB_SIZE=1024
-
-The tokenizers are saved in OUT_DIR (default: checkpoints/project2/exercises/ex5_byte_bpe_vs_sentencepiece).
-After the run's numbers the script prints what the course measured.
 
 Predict before you run it: which of the three will give every string back exactly? How many tokens will the
 byte-level BPE spend on one Chinese character, and on one emoji? Will SentencePiece without byte fallback lose

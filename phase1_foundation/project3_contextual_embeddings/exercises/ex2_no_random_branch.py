@@ -1,13 +1,15 @@
 """Exercise 2: disable the random-token branch of BERT's masking and see what it was for.
 
 Of the tokens chosen for prediction (15% in BERT, 30% in the presets), BERT (§3.1) replaces 80% by [MASK],
-10% by a random token and leaves 10% unchanged. Train the same BERT with that and with no random branch: 90% [MASK], 0% random, 10%
-unchanged ("90/0/10": shares are always listed as [MASK] / random / unchanged), and compare the MLM loss. Then look at
-where the difference is: score both final models on the same validation pairs masked the paper's way, and
-split the targets by what the model saw there: [MASK], a random token, or the original token itself.
+10% by a random token and leaves 10% unchanged. Train the same BERT with that and with no random branch: 90%
+[MASK], 0% random, 10% unchanged ("90/0/10": shares are always listed as [MASK] / random / unchanged), and
+compare the MLM loss. Then look at where the difference is: score both final models on the same validation
+pairs masked the paper's way, and split the targets by what the model saw there: [MASK], a random token, or
+the original token itself.
 
     uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex2_no_random_branch.py
-    uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex2_no_random_branch.py --MAX_ITERS=4000
+    uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex2_no_random_branch.py \
+        --MAX_ITERS=4000
 
 After the run's numbers the script prints what the course has measured, or expects. Appendix C.2 of the
 paper compares these mixtures on downstream tasks.
@@ -15,7 +17,7 @@ paper compares these mixtures on downstream tasks.
 Predict before you run it: will the overall MLM loss tell the two runs apart? On the shared 80/10/10 masks,
 at which kinds of target will the two models differ, and at which will they be level: [MASK], a random token,
 the unchanged token? Where they differ, which model does better?
-"""  # noqa: E501 (a usage command longer than a line, kept whole so it can be copied)
+"""
 
 from common.course.exercises import print_measured
 from common.errors import run_main

@@ -16,7 +16,8 @@ training marked the end of a segment, and the model was never trained to give th
 continuation, only of one token with the rest of the text around it.
 
     uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex3_why_no_generation.py
-    uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex3_why_no_generation.py --CHECKPOINT=path/to/bert.pt
+    uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex3_why_no_generation.py \
+        --CHECKPOINT=path/to/bert.pt
 
 It uses the model train.py saved (the newest checkpoint in checkpoints/project3, or --CHECKPOINT=...) and
 trains one first if there is none. After the run's numbers the script prints what the course measured.
@@ -24,7 +25,7 @@ trains one first if there is none. After the run's numbers the script prints wha
 Predict before you run it: above the diagonal of the table, where a LATER token changed, will any entry of
 BERT's be exactly zero, as every one of them would be for GPT? And what will twenty blanks filled at the end
 give: a fluent continuation, a few plausible words and then nonsense, or the same few tokens over and over?
-"""  # noqa: E501 (a usage command longer than a line, kept whole so it can be copied)
+"""
 
 import math
 

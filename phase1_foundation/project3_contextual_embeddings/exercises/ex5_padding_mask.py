@@ -7,7 +7,8 @@ positions with those of the unpadded sentence: once with the mask, as train.py a
 and once without it (attention_mask=None, which the model reads as "every position is real").
 
     uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex5_padding_mask.py
-    uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex5_padding_mask.py --TEXT="The [MASK] of France is Paris."
+    uv run python phase1_foundation/project3_contextual_embeddings/exercises/ex5_padding_mask.py \
+        --TEXT="The [MASK] of France is Paris."
 
 It uses the model train.py saved (the newest checkpoint in checkpoints/project3, or --CHECKPOINT=...) and
 trains one for 100 steps first if there is none (what the mask does needs no trained model). It prints, for
@@ -18,7 +19,7 @@ the script prints what the course has measured, or expects.
 Predict before you run it: with the mask, how much will the real positions' logits change when padding is
 added: not at all, by rounding error, or by tenths of a logit? And without the mask? Will the change grow
 with the amount of padding?
-"""  # noqa: E501 (a usage command longer than a line, kept whole so it can be copied)
+"""
 
 import torch
 

@@ -21,11 +21,10 @@ takes on D_opt tokens at the same rate.
 whitepapers, never the 2x "with sparsity" figures: H100 989.5 TFLOP/s, A100 312, RTX 4090 165.2, ...);
 --PEAK_TFLOPS gives any other device's peak. --MFU=0.3 is an ASSUMPTION, planner.plan_for_minutes' default,
 not a measurement: the large runs in PaLM's Table 3 (Chowdhery et al. 2022) reached 21% (GPT-3) to 46% (PaLM),
-and chapter 2's
-train.py shows the MFU of yours in its progress bar. --PLAN_MINUTES (60 here) is the time; OUT_DIR is the
-sweep whose fit is planned with (default: the chapter's). The shapes have heads of the chapter's
-HEAD_SIZE=8; --HEAD_SIZE=64 gives GPT-2's. It trains nothing. After the run's numbers the script prints what
-the course measured.
+and chapter 2's train.py shows the MFU of yours in its progress bar. --PLAN_MINUTES (60 here) is the time;
+OUT_DIR is the sweep whose fit is planned with (default: the chapter's). The shapes have heads of the
+chapter's HEAD_SIZE=8; --HEAD_SIZE=64 gives GPT-2's. It trains nothing. After the run's numbers the script
+prints what the course measured.
 
 Predict before you run it: in an hour of an H100 at 30% MFU, how many parameters will the paper's constants
 ask for: about 1M, 100M or 10B, and on about how many tokens per parameter? Will the three published sets of
