@@ -7,11 +7,11 @@ corpora.py names the files and their pins; this module fetches them.
 
 Four promises:
 
-* The bytes go to `<dest>.part` first and are renamed to `dest` only after the size and the sha256
-  match, so a file at `dest` is always a complete, checked download.
+* The bytes go to a temporary file beside `dest` first (files.write_atomic) and are renamed to `dest` only
+  after the size and the sha256 match, so a file at `dest` is always a complete, checked download.
 * A connection that breaks off is retried a few times, and each retry asks the server for the missing
   bytes only (an HTTP Range request), so a flaky line does not restart a large download from zero.
-* Any failure (a 404, a broken transfer, a timeout, a wrong checksum) deletes the .part file and ends
+* Any failure (a 404, a broken transfer, a timeout, a wrong checksum) deletes the temporary file and ends
   in one line that says what went wrong and how to go on without the network.
 * Where we cannot pin a sha256 in advance (files that the host regenerates now and then), the first
   download records it in `sha256-recorded.json` beside the file, and later downloads must match it.
@@ -68,22 +68,23 @@ def download(url: str, dest: Path, *, size: int | None, sha256: str | None,
         print(f"{dest} does not match its expected size or sha256; downloading it again")
         dest.unlink()
 
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
+    for orphan in dest.parent.glob(f".{dest.name}.*.tmp"):  # left by a killed earlier run: start clean
+        orphan.unlink()
     print(f"downloading {url}" + (f", {size / 1e6:,.1f} MB" if size else "") + f", to {dest}")
-    try:
-        _fetch(url, part, size, timeout, retries)
+
+    def fetch_and_check(part: Path) -> None:
+        _fetch(url, part, size, timeout, retries, desc=dest.name)
         actual_sha = _check(part, size, expected_sha, recorded=sha256 is None)
         if expected_sha is None:
             _record_sha256(dest, url, actual_sha)
-        os.replace(part, dest)
+
+    try:
+        write_atomic(dest, fetch_and_check)  # dest appears only once its size and sha256 are checked
     except DownloadFailed as e:
         raise CourseError(
             f"error: could not download {url}: {e}; try again later, or save the file by hand as {dest}; "
             f"{hint}"
         ) from None
-    finally:  # also on Ctrl-C; after os.replace the .part name no longer exists
-        part.unlink(missing_ok=True)
     return dest
 
 
@@ -127,12 +128,11 @@ def _safe_relative_path(member: str, zip_path: Path) -> PurePosixPath:
 
 # --- transferring --------------------------------------------------------------------------------------
 
-def _fetch(url: str, part: Path, size: int | None, timeout: float, retries: int) -> None:
+def _fetch(url: str, part: Path, size: int | None, timeout: float, retries: int, desc: str) -> None:
     """Stream `url` into `part`, retrying broken connections and resuming from the bytes already there."""
-    part.unlink(missing_ok=True)  # a .part from a killed earlier run may be anything: start clean
     for attempt in range(1, retries + 1):
         try:
-            _transfer(url, part, size, timeout)
+            _transfer(url, part, size, timeout, desc)
             return
         except HTTPError as e:
             if e.code < 500:  # 404, 403 ...: asking again will not help
@@ -146,7 +146,7 @@ def _fetch(url: str, part: Path, size: int | None, timeout: float, retries: int)
     raise DownloadFailed(f"{problem} (gave up after {retries} attempts)")
 
 
-def _transfer(url: str, part: Path, size: int | None, timeout: float) -> None:
+def _transfer(url: str, part: Path, size: int | None, timeout: float, desc: str) -> None:
     """One HTTP request: append the bytes we do not have yet to `part`, with a progress bar."""
     have = part.stat().st_size if part.exists() else 0
     headers = {"User-Agent": USER_AGENT}
@@ -160,7 +160,7 @@ def _transfer(url: str, part: Path, size: int | None, timeout: float) -> None:
         total = size or (have + announced if announced is not None else None)
         received = 0
         bar = progress_bar(total=total, initial=have, unit="B", unit_scale=True, unit_divisor=1024,
-                           desc=part.name.removesuffix(".part"))
+                           desc=desc)
         with open(part, "ab" if have else "wb") as out, bar:
             while chunk := response.read(CHUNK_BYTES):
                 out.write(chunk)

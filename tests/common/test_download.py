@@ -84,7 +84,7 @@ def test_download_writes_checked_file_and_reuses_it(server, tmp_path):
     dest = tmp_path / "dl" / "file.bin"
     assert download(url(server, "/good"), dest, size=len(BODY), sha256=SHA) == dest
     assert dest.read_bytes() == BODY
-    assert sorted(p.name for p in dest.parent.iterdir()) == ["file.bin"]  # no .part, no record
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["file.bin"]  # no temporary file, no record
     download(url(server, "/good"), dest, size=len(BODY), sha256=SHA)
     assert len(server.requests) == 1  # the intact file was not fetched again
 
@@ -137,9 +137,9 @@ def test_server_ignoring_range_means_starting_over(server, tmp_path):
     assert dest.read_bytes() == BODY  # not the first half twice
 
 
-def test_stale_part_and_corrupt_file_are_replaced(server, tmp_path):
+def test_a_killed_runs_temporary_file_and_a_corrupt_file_are_replaced(server, tmp_path):
     dest = tmp_path / "file.bin"
-    dest.with_name("file.bin.part").write_bytes(b"left over by a killed run")
+    dest.with_name(".file.bin.k1ll3d.tmp").write_bytes(b"left over by a killed run")
     dest.write_bytes(b"not the right file")
     download(url(server, "/good"), dest, size=len(BODY), sha256=SHA)
     assert dest.read_bytes() == BODY
