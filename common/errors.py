@@ -1,8 +1,10 @@
 """The course's one error type, and the entry point that turns it into one line.
 
 Library code raises `CourseError` for anything the user can fix (a bad setting, a missing file, a run that
-cannot go on); its message is one line that names the fix. Only a script's entry point ends the program:
-`run_main(main)` prints that line and exits with status 1, without a traceback.
+cannot go on); its message is one line that names the fix. A script's entry point, `run_main(main)`, prints
+that line and exits with status 1, without a traceback. (`uv run learn` prints it the same way and exits with
+2, since 1 is its failed check. The clean exits a user asks for are not errors: --help, and leaving after a
+Ctrl-C has saved the run.)
 """
 
 import sys

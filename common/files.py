@@ -6,6 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+_UMASK = os.umask(0o022)  # read once (os.umask only reads by setting), then put back
+os.umask(_UMASK)
 
 
 def write_atomic(path: Path, content: bytes | str | Callable[[Path], None], *, durable: bool = False) -> Path:
@@ -27,10 +29,8 @@ def write_atomic(path: Path, content: bytes | str | Callable[[Path], None], *, d
             Path(tmp).write_text(content, encoding="utf-8")
         else:
             Path(tmp).write_bytes(content)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)  # mkstemp's file is private; keep the old file's mode
-        else:
-            os.chmod(tmp, 0o644)
+        # mkstemp's file is private: give it the old file's mode, or a new file's (umask applied)
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_UMASK)
         if durable:
             _fsync(tmp, os.O_RDWR)  # read-write: Windows will not fsync a read-only handle
         os.replace(tmp, path)

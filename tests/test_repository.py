@@ -90,6 +90,16 @@ def test_common_s_rooms_import_only_the_rooms_before_them_and_no_import_goes_rou
     assert {"common.data.tokens", "common.training.run", "common.course.learn.cli"} <= set(graph)
 
 
+def test_every_script_ends_in_run_main_so_bad_input_is_one_line():
+    """A CourseError that reaches a script's top would print a traceback; run_main prints its one line."""
+    for path in [*(ROOT / "common").rglob("*.py"), *(ROOT / "phase1_foundation").rglob("*.py")]:
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+                body = [ast.unparse(statement) for statement in node.body]
+                allowed = ["run_main(main)"] if path.name != "cli.py" else ["entry()"]  # learn: exit status 2
+                assert body == allowed, f"{path.relative_to(ROOT)}: {body}"
+
+
 @pytest.mark.parametrize("how", ["script", "module"])
 @pytest.mark.parametrize("chapter, paper", [("project1_gpt", "PAPER: GPT-1"),
                                             ("project2_gpt2", "PAPER: GPT-2"),

@@ -175,7 +175,7 @@ def _finished_run(config: ModuleType, out_dir: str | None) -> dict:
                           f"default run")
     if "command" not in run:
         raise CourseError("error: that run was not started from the shell as train.py; a reference names the "
-                         "command that measured it")
+                          "command that measured it")
     return run
 
 

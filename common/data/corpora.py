@@ -212,7 +212,7 @@ def prepare_corpus(name: str, data_dir: Path, text_file: str | None = None) -> C
 
         return _cached(name, name, data_dir, documents, members[0].unit, f"{len(members)} {bundle.about}")
     raise CourseError(f"error: unknown corpus {name!r}; choose one of {', '.join(corpus_names())}, "
-                     "or give your own text with --TEXT_FILE=path")
+                      "or give your own text with --TEXT_FILE=path")
 
 
 def open_corpus(path: Path) -> Corpus:
@@ -348,7 +348,7 @@ def _utf8_lines(path: Path) -> Iterator[str]:
             yield from f
     except UnicodeDecodeError:
         raise CourseError(f"error: {path} is not UTF-8 text; save it as UTF-8 (for example: "
-                         f"iconv -f latin1 -t utf-8 {path} > {path.stem}-utf8.txt)") from None
+                          f"iconv -f latin1 -t utf-8 {path} > {path.stem}-utf8.txt)") from None
 
 
 # --- wiki-sample: real Wikipedia articles that ship inside gensim ------------------------------------
@@ -386,5 +386,5 @@ def _wiki_dump_path() -> Path:
     path = Path(spec.submodule_search_locations[0]) / WIKI_DUMP if spec else None
     if path is None or not path.exists():
         raise CourseError("error: wiki-sample is read from gensim's test data, but gensim is missing; "
-                         "run: uv sync")
+                          "run: uv sync")
     return path

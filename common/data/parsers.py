@@ -98,7 +98,7 @@ def gutenberg_chapters(path: Path) -> Iterator[str]:
     start, end = GUTENBERG_START.search(text), GUTENBERG_END.search(text)
     if not (start and end):
         raise CourseError(f"error: {path} is not a Project Gutenberg text (no START/END lines); "
-                         "delete it and run again to download it afresh")
+                          "delete it and run again to download it afresh")
     chapters: list[list[str]] = []  # the blocks of each chapter; nothing is kept before the first heading
     for block in re.split(r"\n\s*\n", text[start.end():end.start()]):
         if _is_chapter_heading(block):

@@ -129,7 +129,7 @@ class SplitWriter:
 
     def publish(self, extra_meta: dict, files: dict[str, np.ndarray] | None = None) -> dict:
         """Close the token files; save `files` (name -> array, as .npy) beside them; rename everything into
-        place and write meta.json last. Returns the meta as read_meta() gives it: dtype, counts, the split and
+        place and write meta.json last (files.write_atomic): the folder is complete exactly when it has one. Returns the meta as read_meta() gives it: dtype, counts, the split and
         `extra_meta`."""
         for file in self.files.values():
             file.close()
@@ -266,7 +266,7 @@ class Batches:
                  rank: int = 0, world_size: int = 1):
         if batch_size % world_size:
             raise CourseError(f"error: BATCH_SIZE={batch_size} does not split evenly over {world_size} "
-                             f"processes; use a multiple of {world_size}")
+                              f"processes; use a multiple of {world_size}")
         if len(tokens) < block_size + 1:
             raise CourseError(
                 f"error: only {len(tokens):,} tokens, fewer than BLOCK_SIZE + 1 = {block_size + 1:,}; "

@@ -155,7 +155,7 @@ def open_checkpoint(spec: str, out_dir: Path, prefix: str, *, kind: str, map_loc
         except UnusableCheckpoint as e:
             print(f"skipped {path}: {e.reason}")
     raise CourseError(f"error: none of the {len(candidates)} checkpoints in {out_dir} loads (each is named "
-                     "above); start a new run without --RESUME")
+                      "above); start a new run without --RESUME")
 
 
 def prune_checkpoints(out_dir: Path, prefix: str, keep: int) -> None:

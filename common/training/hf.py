@@ -49,4 +49,4 @@ def read_hf_weights(folder: Path, hint: str) -> dict[str, torch.Tensor]:
         return torch.load(path, map_location="cpu", weights_only=True)
     except (SafetensorError, RuntimeError, pickle.UnpicklingError, EOFError):
         raise CourseError(f"error: cannot read the weights in {path} (truncated or not a weights file); "
-                         "download the model again") from None
+                          "download the model again") from None

@@ -217,7 +217,5 @@ def check_finite(loss: float, step: int, last_checkpoint: Path | None) -> None:
 
 def save_summary(out_dir: Path, summary: dict) -> Path:
     """The numbers a run ends with, as out_dir/summary.json beside its checkpoints."""
-    path = Path(out_dir) / "summary.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    return path
+    # atomic: an exercise reads a summary.json that exists as the sign that its run finished
+    return write_atomic(Path(out_dir) / "summary.json", json.dumps(summary, indent=1) + "\n")

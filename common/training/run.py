@@ -180,13 +180,15 @@ class StepReport:
 
     After each step: stop on a loss that is NaN or infinite; a line in metrics.jsonl; the progress bar; every
     EVAL_INTERVAL steps and at the last, `evaluate()` (its dict is logged and kept as `report.val`) and a
-    checkpoint; after a Ctrl-C, a checkpoint of this step and a clean exit. In a data-parallel run every
-    process calls it, they agree on when to stop and save the same step, and only rank 0 evaluates and writes.
+    checkpoint (`show` names more of the step's or the evaluation's numbers for the bar); after a Ctrl-C, a
+    checkpoint of this step and a clean exit. In a data-parallel run every process calls it, they agree on
+    when to stop and save the same step, and only rank 0 evaluates and writes.
     """
 
     def __init__(self, run: TrainingRun, cfg: SimpleNamespace, step: int, *, evaluate: Callable[[], dict],
-                 script: str, flops_per_token: float | None = None, rank: int = 0, world_size: int = 1):
-        self.run, self.cfg, self.evaluate, self.script = run, cfg, evaluate, script
+                 script: str, flops_per_token: float | None = None, rank: int = 0, world_size: int = 1,
+                 show: Sequence[str] = ()):
+        self.run, self.cfg, self.evaluate, self.script, self.shown = run, cfg, evaluate, script, show
         self.flops_per_token, self.rank, self.world_size = flops_per_token, rank, world_size
         self.device = next(run.model.parameters()).device
         self.val: dict = {}  # the newest evaluation
@@ -215,12 +217,12 @@ class StepReport:
                   "tokens_per_second": tokens / seconds}
         evaluating = step % self.cfg.EVAL_INTERVAL == 0 or step == self.cfg.MAX_ITERS
         stopping = agree_to_stop(self.interrupt, self.world_size, self.device) and step < self.cfg.MAX_ITERS
+        if evaluating and self.rank == 0:
+            self.val = self.evaluate()
+            record.update({k: v for k, v in self.val.items() if isinstance(v, int | float)})
         if evaluating or stopping:
             rng = every_rng_state(self.world_size)  # every process takes part; only rank 0 writes
             if self.rank == 0:
-                if evaluating:
-                    self.val = self.evaluate()
-                    record.update({k: v for k, v in self.val.items() if isinstance(v, int | float)})
                 self.last_path = self.run.save(step, record.get("val_loss", train_loss), rng=rng)
         if self.rank == 0:
             self.log.log(step, **record)
@@ -235,7 +237,8 @@ class StepReport:
         utilisation = None if self.flops_per_token is None else \
             mfu(self.flops_per_token, record["tokens_per_second"] / self.world_size, self.device)  # per GPU
         val_loss = self.val.get("val_loss", math.nan)
-        self.bar.set_postfix(loss=f"{record['train_loss']:.3f}", val=f"{val_loss:.3f}",
+        chapter = {key: f"{record.get(key, self.val.get(key, math.nan)):.3f}" for key in self.shown}
+        self.bar.set_postfix(loss=f"{record['train_loss']:.3f}", val=f"{val_loss:.3f}", **chapter,
                              tok_s=f"{record['tokens_per_second']:,.0f}", refresh=False,
                              **({} if utilisation is None else {"mfu": f"{utilisation:.0%}"}))
         self.bar.update()  # redraws at most every 0.1 s on a terminal, every 10 s into a log file

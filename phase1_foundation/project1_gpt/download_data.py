@@ -60,7 +60,7 @@ def prepare(cfg: SimpleNamespace) -> Path:
         )
     else:
         raise CourseError(f"error: unknown tokenizer {cfg.TOKENIZER!r}; "
-                         "use --TOKENIZER=bpe or --TOKENIZER=char")
+                          "use --TOKENIZER=bpe or --TOKENIZER=char")
 
     print(f"encoding {corpus.name} with {tokenizer.vocab_size:,} tokens ...")
     say_how_long("encoding", corpus.characters, ENCODING_RATE[cfg.TOKENIZER])

@@ -239,7 +239,7 @@ def label_counts(asked: tuple, built: int) -> list[int]:
         return [built]
     if not all(str(n).isdigit() and 0 < int(n) <= built for n in asked):
         raise CourseError(f"error: --FT_LABELS takes counts of questions from 1 to the {built} built, like "
-                         f"--FT_LABELS=100,{built}; raise --FT_TRAIN_QUESTIONS for more")
+                          f"--FT_LABELS=100,{built}; raise --FT_TRAIN_QUESTIONS for more")
     return sorted({int(n) for n in asked})
 
 

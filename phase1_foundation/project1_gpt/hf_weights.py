@@ -51,7 +51,7 @@ def _read_hf_config(folder: Path) -> dict:
     if hf.get("afn", "gelu") != "gelu" or hf.get("layer_norm_epsilon", 1e-5) != 1e-5:
         raise CourseError(f"error: {path} asks for afn={hf.get('afn')!r}, "
                           f"eps={hf.get('layer_norm_epsilon')}; "
-                         "this GPT-1 supports only afn='gelu' and layer_norm_epsilon=1e-5")
+                          "this GPT-1 supports only afn='gelu' and layer_norm_epsilon=1e-5")
     if not hf.get("tie_word_embeddings", True):
         raise CourseError(f"error: {path} has an untied output head; GPT-1 ties it to the token embedding")
     return hf
@@ -68,9 +68,9 @@ def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder:
     hf_name = _HF_PREFIXES[prefix] + name.removeprefix(prefix)
     if hf_name not in weights:
         raise CourseError(f"error: {folder} has no tensor {hf_name!r}; "
-                         "it is not a complete OpenAI GPT checkpoint")
+                          "it is not a complete OpenAI GPT checkpoint")
     tensor = weights[hf_name].t() if name.endswith(_CONV1D_WEIGHTS) else weights[hf_name]
     if tensor.shape != shape:
         raise CourseError(f"error: {hf_name!r} in {folder} has shape {tuple(tensor.shape)}, "
-                         f"config.json implies {tuple(shape)}; the folder mixes files from different models")
+                          f"config.json implies {tuple(shape)}; the folder mixes files from different models")
     return tensor

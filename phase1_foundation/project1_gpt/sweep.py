@@ -81,7 +81,7 @@ def run(name: str, steps: int, seed: int) -> dict:
         summary = json.loads((out_dir / "summary.json").read_text())
         if summary["steps"] != steps:  # timed again since: the budget is no longer that many steps
             raise CourseError(f"error: {out_dir} holds a run of {summary['steps']} steps, where the budget "
-                             f"now gives {steps}; move it away to train again")
+                              f"now gives {steps}; move it away to train again")
         return summary
     warmup = max(round(steps * WARMUP_SHARE), 1)
     print(f"{name}, seed {seed}: {steps} steps ({warmup} warmup)")

@@ -5,8 +5,8 @@
     uv run python phase1_foundation/project1_gpt/train.py --RESUME=latest  # continue exactly where it stopped
 
 Config -> data -> model -> optimizer -> loop -> checkpoint. The plumbing (devices, batches, checkpoints,
-logging) lives in common/ so that this file reads as the recipe of the paper's §3.1 and §4.1.
-README, "Running it" and "Results".
+logging) lives in common/ so that this file reads as the recipe of the paper's §3.1 and §4.1; the README's
+"Running it" and "Results" say what a run prints.
 """
 
 import math

@@ -132,17 +132,20 @@ def our_round(path: Path, cfg: SimpleNamespace, device: torch.device, steps: int
         for _ in range(steps):
             set_lr(optimizer, warmup_cosine(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
                                             total_steps=cfg.MAX_ITERS, floor=cfg.MIN_LR_RATIO))
+            loss_sum = torch.zeros((), device=device)
             for _ in range(cfg.GRAD_ACCUM_STEPS):
                 x, y = batches.next()  # (B, T) each
                 with autocast(device):
                     _, loss = stepper(x, y)
                 scaler.scale(loss / cfg.GRAD_ACCUM_STEPS).backward()
+                loss_sum += loss.detach()
             scaler.unscale_(optimizer)  # so that clipping sees the true gradients (fp16 scales them)
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.GRAD_CLIP)
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
             step += 1
+            loss_sum.item()  # train.py reads each step's loss (its report needs it), which waits for the step
 
     return run, model
 

@@ -58,11 +58,11 @@ def prepare(cfg: SimpleNamespace) -> Path:
         vocab_size = cfg.VOCAB_SIZE or auto_vocab_size(corpus.characters)
         if vocab_size < 257:
             raise CourseError(f"error: --VOCAB_SIZE={vocab_size} is too small; a byte-level BPE needs 256 "
-                             "byte tokens plus <|endoftext|>, so at least 257 (0 sizes it to the corpus)")
+                              "byte tokens plus <|endoftext|>, so at least 257 (0 sizes it to the corpus)")
         label = f"bpe{vocab_size}"
     else:
         raise CourseError(f"error: unknown tokenizer {cfg.TOKENIZER!r}; "
-                         "use --TOKENIZER=bpe or --TOKENIZER=gpt2")
+                          "use --TOKENIZER=bpe or --TOKENIZER=gpt2")
     out_dir = Path(cfg.DATA_DIR) / "project2" / f"{corpus.path.stem}-{label}"
     if (out_dir / "meta.json").exists() and read_meta(out_dir)["val_fraction"] == cfg.VAL_FRACTION:
         return out_dir

@@ -121,5 +121,5 @@ def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder:
     tensor = _to_conv1d(name, weights[hf_name])
     if tensor.shape != shape:
         raise CourseError(f"error: {hf_name!r} in {folder} has shape {tuple(tensor.shape)}, "
-                         f"config.json implies {tuple(shape)}; the folder mixes files from different models")
+                          f"config.json implies {tuple(shape)}; the folder mixes files from different models")
     return tensor

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> str:
         raise CourseError("error: the prompt is empty; pass some text, e.g. --PROMPT=\"The\"")
     if len(ids) >= model.config.block_size:
         raise CourseError(f"error: the prompt is {len(ids)} tokens, but the model reads at most "
-                         f"{model.config.block_size}; shorten --PROMPT to leave room for the continuation")
+                          f"{model.config.block_size}; shorten --PROMPT to leave room for the continuation")
     prompt = torch.tensor([ids], device=next(model.parameters()).device)  # (1, T)
 
     def stop(new_ids: torch.Tensor) -> bool:  # (1, n) generated so far: has the stop string appeared?

@@ -7,8 +7,9 @@
 
 Config -> data -> model -> optimizer -> loop -> checkpoint, as in chapter 1. New is data parallelism (DDP):
 torchrun starts one process per GPU, each with a full copy of the model and its share of every batch; DDP
-averages the gradients, so every copy takes the same optimizer step (parallel.py holds what the processes
-must agree on). README, "On a GPU, and on several", says when several processes give one process's numbers.
+averages the gradients, so every copy takes the same optimizer step (the loop below shows no_sync; parallel.py
+joins the processes). README, "On a GPU, and on several", says when several processes give one process's
+numbers.
 """
 
 import contextlib

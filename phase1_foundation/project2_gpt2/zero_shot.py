@@ -336,7 +336,7 @@ def read_documents(meta: dict) -> tuple[list[tuple[int, str]], list[str]]:
     if not held_out_indices:
         raise CourseError("error: this corpus has no held-out documents (too few to split whole, so "
                           "val holds "
-                         "the end of one); use a corpus of several documents, or raise --VAL_FRACTION")
+                          "the end of one); use a corpus of several documents, or raise --VAL_FRACTION")
     held_out, training, characters = [], [], 0
     for index, document in enumerate(open_corpus(Path(meta["corpus_path"])).iter_documents()):
         if index in held_out_indices:
@@ -385,7 +385,7 @@ def main(argv: list[str] | None = None) -> dict:
     passages = build_passages(held_out, cfg.ZS_CONTEXT_WORDS, cfg.ZS_PASSAGES, cfg.SEED)
     if not passages:
         raise CourseError(f"error: no held-out sentence has {cfg.ZS_CONTEXT_WORDS} words before it in its "
-                         "document; lower --ZS_CONTEXT_WORDS or use a bigger corpus")
+                          "document; lower --ZS_CONTEXT_WORDS or use a bigger corpus")
     print(f"{model.num_parameters():,} parameters, {tokenizer.vocab_size:,} tokens; scored on "
           f"{len(held_out)} held-out documents of {meta['corpus']} ({data_dir})")
     results = {

@@ -27,7 +27,7 @@ from common.training.device import autocast, describe, enable_tf32, grad_scaler,
 from common.training.optim import adamw
 from phase1_foundation.project3_contextual_embeddings import config
 from phase1_foundation.project3_contextual_embeddings.download_data import PAD_ID
-from phase1_foundation.project3_contextual_embeddings.hf_weights import _hf_tensor
+from phase1_foundation.project3_contextual_embeddings.hf_weights import hf_tensor
 from phase1_foundation.project3_contextual_embeddings.model import BERT, LN_EPS, BertConfig
 from phase1_foundation.project3_contextual_embeddings.objectives import pretraining_loss
 from phase1_foundation.project3_contextual_embeddings.pretraining_data import N_SPECIAL, pair_batches
@@ -70,7 +70,7 @@ def hf_twin(model: BERT) -> transformers.BertForPreTraining:
     weights = hf.state_dict()
     with torch.no_grad():  # hf_weights.from_hf's loop, over a model in memory instead of a folder
         for name, param in model.named_parameters():  # the tied decoder comes once, as the token table
-            param.copy_(_hf_tensor(weights, name, param.shape, Path("BertForPreTraining")))
+            param.copy_(hf_tensor(weights, name, param.shape, Path("BertForPreTraining")))
     return hf
 
 

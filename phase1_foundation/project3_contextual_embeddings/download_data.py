@@ -134,7 +134,7 @@ def load_split(folder: Path, split: str) -> tuple[np.memmap, np.ndarray, np.ndar
                     and len(documents) == counts["documents"] + 1 and documents[-1] == counts["sentences"])
     if not complete:
         raise CourseError(f"error: the {split} files in {folder} are missing or incomplete; delete {folder} "
-                         "and run download_data.py")
+                          "and run download_data.py")
     return np.memmap(tokens_path, dtype=meta["dtype"], mode="r"), sentences, documents
 
 

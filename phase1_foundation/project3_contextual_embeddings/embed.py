@@ -139,7 +139,7 @@ def blank_probs(model: BERT, tokenizer: Tokenizer, text: str, device: torch.devi
     """(number of masks, V): the model's probabilities for each [MASK] in text."""
     if "[MASK]" not in text:
         raise CourseError('error: --TEXT needs at least one [MASK], '
-                         'like --TEXT="The [MASK] flowed into the sea."')
+                          'like --TEXT="The [MASK] flowed into the sea."')
     input_ids = torch.tensor([encode_text(tokenizer, text)], device=device)  # (1, T)
     logits, _ = model(input_ids, chosen=input_ids == special(tokenizer, "MASK"))  # (masks, V)
     return F.softmax(logits.float(), dim=-1).cpu()

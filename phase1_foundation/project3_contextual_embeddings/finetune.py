@@ -372,10 +372,10 @@ def check_settings(cfg: SimpleNamespace) -> None:
                           f"{','.join(cfg.FT_FROM)!r}")
     if not cfg.FT_SEEDS or not cfg.FT_LEARNING_RATES:
         raise CourseError("error: --FT_SEEDS and --FT_LEARNING_RATES each need a value at least, like "
-                         "--FT_SEEDS=1337 --FT_LEARNING_RATES=1e-3")
+                          "--FT_SEEDS=1337 --FT_LEARNING_RATES=1e-3")
     if cfg.FT_FOLDS < 2 or not 0 < cfg.FT_DEV_FRACTION < 1:
         raise CourseError(f"error: --FT_FOLDS needs 2 or more (got {cfg.FT_FOLDS}) and --FT_DEV_FRACTION a "
-                         f"share between 0 and 1 (got {cfg.FT_DEV_FRACTION})")
+                          f"share between 0 and 1 (got {cfg.FT_DEV_FRACTION})")
 
 
 def main(argv: list[str] | None = None, train_encoder: bool = True) -> dict:
@@ -423,7 +423,7 @@ def resumed(path: Path, settings: dict) -> dict:
         raise CourseError(f"error: {path} is not a file finetune.py wrote; run without --RESUME") from None
     if changed:
         raise CourseError(f"error: {path} was made with other settings ({', '.join(changed)}); run with the "
-                         "same ones to resume, or without --RESUME to start afresh")
+                          "same ones to resume, or without --RESUME to start afresh")
     return saved["runs"]
 
 

@@ -116,7 +116,7 @@ def read_task_file(path: Path, folds: int) -> Task:
         raise CourseError(f"error: --TASK_FILE {path} does not exist") from None
     except UnicodeDecodeError as e:
         raise CourseError(f"error: --TASK_FILE {path} is not UTF-8 text ({e.reason} at byte {e.start}); "
-                         "save it as UTF-8") from None
+                          "save it as UTF-8") from None
     examples, width, rows = [], None, {}
     for row, line in enumerate(lines, 1):
         if not line.strip():
@@ -126,21 +126,21 @@ def read_task_file(path: Path, folds: int) -> Task:
         if len(fields) not in (2, 3) or len(fields) != width or not all(f.strip() for f in fields):
             raise CourseError(f"error: row {row} of {path} is not text<TAB>label or "
                               f"text<TAB>text_b<TAB>label "
-                             f"like the rows before it (it has {len(fields)} tab-separated fields"
-                             f"{', one of them empty' if len(fields) in (2, 3) else ''}): {line[:60]!r}")
+                              f"like the rows before it (it has {len(fields)} tab-separated fields"
+                              f"{', one of them empty' if len(fields) in (2, 3) else ''}): {line[:60]!r}")
         text, *text_b, label = (f.strip() for f in fields)
         examples.append(Example(text, text_b[0] if text_b else None, label))
         rows.setdefault(label, row)
     task = Task(Path(path).stem, "the labels of your file", examples, None)
     if len(task.labels) < 2:
         raise CourseError(f"error: {path} has one label ({task.labels[0] if task.labels else 'no rows'}); "
-                         "a classifier needs examples of at least two")
+                          "a classifier needs examples of at least two")
     for label in task.labels:
         count = sum(e.label == label for e in examples)
         if count < folds:
             raise CourseError(f"error: label {label!r} of {path} (first at row {rows[label]}) has {count} "
-                             f"example(s); {folds}-fold cross-validation needs at least {folds} of each "
-                             "(a header line? delete it)")
+                              f"example(s); {folds}-fold cross-validation needs at least {folds} of each "
+                              "(a header line? delete it)")
     return task
 
 
@@ -149,5 +149,5 @@ def load_task(name: str, task_file: str | None, downloads: Path, folds: int) -> 
         return read_task_file(Path(task_file), folds)
     if name not in TASKS:
         raise CourseError(f"error: unknown --TASK {name!r}; choose one of {', '.join(TASKS)}, "
-                         "or give your own with --TASK_FILE")
+                          "or give your own with --TASK_FILE")
     return {"polarity": polarity, "sst2": lambda: sst2(downloads), "mrpc": lambda: mrpc(downloads)}[name]()

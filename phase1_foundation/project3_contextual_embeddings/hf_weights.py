@@ -44,7 +44,7 @@ def _read_hf_config(folder: Path) -> dict:
     for key, value in expected.items():
         if hf.get(key, value) != value:
             raise CourseError(f"error: {Path(folder) / 'config.json'} has {key}={hf[key]!r}; "
-                             f"this BERT supports only {key}={value!r}")
+                              f"this BERT supports only {key}={value!r}")
     return hf
 
 
@@ -61,7 +61,7 @@ def _read_hf_weights(folder: Path) -> dict[str, Tensor]:
     return weights
 
 
-def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder: Path) -> Tensor:
+def hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder: Path) -> Tensor:
     """The tensor transformers stores for our parameter `name`, in our layout."""
     hf_name = name
     for ours, theirs in _HF_NAMES:
@@ -72,14 +72,14 @@ def _hf_tensor(weights: dict[str, Tensor], name: str, shape: torch.Size, folder:
     for part in parts:
         if part not in weights:
             raise CourseError(f"error: {folder} has no tensor {part!r}; it is not a complete "
-                             "BertForPreTraining checkpoint (MLM and NSP need both pre-training heads; "
-                             "fine-tuning needs the encoder and the pooler)")
+                              "BertForPreTraining checkpoint (MLM and NSP need both pre-training heads; "
+                              "fine-tuning needs the encoder and the pooler)")
     tensor = torch.cat([weights[part] for part in parts])
     if name.startswith("nsp_head."):
         tensor = tensor.flip(0)  # transformers: row 0 = IsNext; ours: row 1 = IsNext
     if tensor.shape != shape:
         raise CourseError(f"error: {' + '.join(parts)} in {folder} has shape {tuple(tensor.shape)}, "
-                         f"config.json implies {tuple(shape)}; the folder mixes files from different models")
+                          f"config.json implies {tuple(shape)}; the folder mixes files from different models")
     return tensor
 
 
@@ -107,5 +107,5 @@ def from_hf(folder: str | Path, heads: bool = True) -> BERT:
     with torch.no_grad():
         for name, param in model.named_parameters():  # yields the tied decoder once, as the token table
             if heads or not name.startswith(("mlm_head.", "nsp_head.")):
-                param.copy_(_hf_tensor(weights, name, param.shape, folder))
+                param.copy_(hf_tensor(weights, name, param.shape, folder))
     return model

@@ -46,7 +46,7 @@ class BertConfig:
             raise CourseError(f"error: unknown positions {self.positions!r}; choose learned or rotary")
         if self.positions == "rotary" and (self.n_embd // self.n_head) % 2:
             raise CourseError(f"error: rotary positions turn pairs of numbers, so the head size "
-                             f"({self.n_embd // self.n_head}) must be even; change n_embd or n_head")
+                              f"({self.n_embd // self.n_head}) must be even; change n_embd or n_head")
 
 
 # --- rotary positions (RoFormer, Su et al. 2021) ----------------------------------------------------------

@@ -169,7 +169,7 @@ class PairBatches:
         if not (0 < mlm_prob <= 1 and min(mask_share, random_share) >= 0 and mask_share + random_share <= 1):
             raise CourseError(f"error: need 0 < MLM_PROB <= 1 and MASK_TOKEN_SHARE + "
                               f"RANDOM_TOKEN_SHARE <= 1, "
-                             f"got {mlm_prob} and {mask_share} + {random_share}")
+                              f"got {mlm_prob} and {mask_share} + {random_share}")
         if not 0 <= short_seq_prob <= 1:
             raise CourseError(f"error: need 0 <= SHORT_SEQ_PROB <= 1, got {short_seq_prob}")
         self.n_documents = len(documents) - 1

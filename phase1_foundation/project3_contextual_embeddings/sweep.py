@@ -122,7 +122,7 @@ def run(name: str, seconds: float, minutes: float, budget: str, extra: list[str]
         summary = json.loads((out_dir / "summary.json").read_text())
         if summary["steps"] != steps:  # timed again since: this budget is no longer that many steps
             raise CourseError(f"error: {out_dir} holds a run of {summary['steps']} steps, where {minutes:g} "
-                             f"minutes now give {steps}; move it away to train again")
+                              f"minutes now give {steps}; move it away to train again")
         return summary | shared_targets(summary, out_dir)
     warmup = 100 if CANDIDATES[name][2] is None else max(int(steps * CANDIDATES[name][2]), 1)
     print(f"{name}: {seconds:.3f} s/step here, so {steps} steps ({warmup} warmup) in {minutes:g} min")

@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     # --- the loop: warmup then linear decay (PAPER: BERT §A.2), accumulation, clipping ----------------------
     tokens_seen = 0
-    with StepReport(run, cfg, step, evaluate=lambda: validate(model, val_batches, cfg),
-                    script=SCRIPT) as report:
+    with StepReport(run, cfg, step, evaluate=lambda: validate(model, val_batches, cfg), script=SCRIPT,
+                    show=("train_mask_loss", "val_mask_accuracy")) as report:
         while step < cfg.MAX_ITERS:
             lr = warmup_linear(step, peak_lr=cfg.LEARNING_RATE, warmup_steps=cfg.WARMUP_ITERS,
                                total_steps=cfg.MAX_ITERS)

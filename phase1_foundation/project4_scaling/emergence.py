@@ -75,7 +75,7 @@ def check(cfg: SimpleNamespace) -> None:
     unknown = [v for v in cfg.EM_VARIANTS if v not in HEADERS]
     if unknown or not cfg.EM_VARIANTS:
         raise CourseError(f"error: unknown variant {unknown[0] if unknown else '(none)'!r}; --EM_VARIANTS "
-                         f"takes {', '.join(HEADERS)}")
+                          f"takes {', '.join(HEADERS)}")
     if not cfg.EM_SHAPES:
         raise CourseError("error: --EM_SHAPES is empty; name at least one shape, like --EM_SHAPES=2x64")
     for shape in cfg.EM_SHAPES:
@@ -83,12 +83,12 @@ def check(cfg: SimpleNamespace) -> None:
     if 10**cfg.EM_DIGITS * 10**cfg.EM_DIGITS < 2 * cfg.EM_EVAL_PROBLEMS or cfg.EM_EVAL_PROBLEMS < 1:
         raise CourseError(f"error: --EM_EVAL_PROBLEMS={cfg.EM_EVAL_PROBLEMS}; hold out at least 1 "
                           f"and at most "
-                         f"half of the {100**cfg.EM_DIGITS:,} {cfg.EM_DIGITS}-digit problems")
+                          f"half of the {100**cfg.EM_DIGITS:,} {cfg.EM_DIGITS}-digit problems")
     for variant in cfg.EM_VARIANTS:
         row_tokens = Addition(cfg.EM_DIGITS, variant).context(cfg.EM_SHOTS)
         if cfg.EM_TOKENS < cfg.EM_BATCH_SIZE * row_tokens:
             raise CourseError(f"error: --EM_TOKENS={cfg.EM_TOKENS} is less than one batch of the {variant} "
-                             f"variant ({cfg.EM_BATCH_SIZE * row_tokens:,} tokens); raise it")
+                              f"variant ({cfg.EM_BATCH_SIZE * row_tokens:,} tokens); raise it")
 
 
 def seeds(cfg: SimpleNamespace) -> list[int]:

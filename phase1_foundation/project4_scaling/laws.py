@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> dict:
         return chinchilla_runs.fit(cfg.RESAMPLES, out_dir)
     if cfg.DATA != "sweep":
         raise CourseError(f"error: unknown --DATA={cfg.DATA}; choose sweep (your runs in OUT_DIR) or "
-                         "chinchilla")
+                          "chinchilla")
     results = out_dir / "results.jsonl"
     rows = read_results(results, fields=SWEEP_FIELDS)
     diverged = [row["name"] for row in rows if not np.isfinite(float(row["val_loss"]))]
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> dict:
             sweeps[counting] = sweep
     if not sweeps:
         raise CourseError(f"error: the runs in {results} of each counting have one budget; an exponent needs "
-                         "runs at two budgets at least")
+                          "runs at two budgets at least")
 
     measured, repeated = noise_of(rows)
     noise = print_noise(measured, repeated)

@@ -30,7 +30,7 @@ class GPTConfig:
     def __post_init__(self):
         if self.n_embd % self.n_head:
             raise CourseError(f"error: n_embd ({self.n_embd}) is not divisible by n_head ({self.n_head}); "
-                             "choose sizes where every head gets n_embd / n_head dimensions")
+                              "choose sizes where every head gets n_embd / n_head dimensions")
 
 
 class CausalSelfAttention(nn.Module):

@@ -156,7 +156,7 @@ def plan(cfg, surface: LossSurface | None, device, sweep_fit: Allocation | None 
     if cfg.PLAN_CONSTANTS == "ours" and (surface is None or surface.problem):
         why = surface.problem if surface is not None else "there is no sweep"
         raise CourseError(f"error: --PLAN_CONSTANTS=ours plans with the sweep's own Approach 3 fit, and it "
-                         f"has none to give ({why}); pass --PLAN_CONSTANTS=epoch-2024")
+                          f"has none to give ({why}); pass --PLAN_CONSTANTS=epoch-2024")
     ours = cfg.PLAN_CONSTANTS == "ours"
     planner = ChinchillaPlanner(surface if ours else cfg.PLAN_CONSTANTS)
     constants = "ours (Approach 3, every parameter)" if ours else cfg.PLAN_CONSTANTS

@@ -61,17 +61,17 @@ def read_results(path: str | Path, fields: tuple[str, ...] = (), settings: dict 
             row = json.loads(line)
         except json.JSONDecodeError:
             raise CourseError(f"error: line {number} of {path} is not JSON; delete that line and run "
-                             f"{command} again to remake its run") from None
+                              f"{command} again to remake its run") from None
         missing = [name for name in fields if name not in row]
         if missing:
             raise CourseError(f"error: line {number} of {path} has no {', '.join(missing)}; it was not "
-                             f"written by this version of {made_by} ({command} --OUT_DIR=<a new folder>)")
+                              f"written by this version of {made_by} ({command} --OUT_DIR=<a new folder>)")
         if settings is not None and row.get("settings") != settings:
             saved = row.get("settings") or {}
             changed = [f"{key} {saved.get(key)!r} (now {value!r})" for key, value in settings.items()
                        if saved.get(key) != value]
             raise CourseError(f"error: {path} holds runs made with other settings ({', '.join(changed)}); "
-                             f"pass --OUT_DIR=<a new folder> for a new experiment, or delete {path}")
+                              f"pass --OUT_DIR=<a new folder> for a new experiment, or delete {path}")
         rows.append(row)
     if not rows and not missing_ok:
         raise CourseError(f"error: {path} holds no runs yet; run {command} first")
@@ -89,7 +89,7 @@ def countings_in(rows: list[dict]) -> list[str]:
     unknown = sorted(present - set(COUNTINGS))
     if unknown:
         raise CourseError(f"error: runs of an unknown counting ({', '.join(map(str, unknown))}); a run's "
-                         f"counting is one of {', '.join(COUNTINGS)}")
+                          f"counting is one of {', '.join(COUNTINGS)}")
     return [counting for counting in COUNTINGS if counting in present]
 
 
@@ -122,11 +122,11 @@ class Sweep:
         if any("counting" not in row for row in rows):
             raise CourseError("error: these runs have no counting: they were made by an older "
                               "train.py; train "
-                             "the sweep again into a new --OUT_DIR")
+                              "the sweep again into a new --OUT_DIR")
         mine = [row for row in rows if row["counting"] == counting and not row.get("repeat")]
         if not mine:
             raise CourseError(f"error: no runs of the {counting} counting here (only "
-                             f"{', '.join(sorted({str(row['counting']) for row in rows})) or 'none'})")
+                              f"{', '.join(sorted({str(row['counting']) for row in rows})) or 'none'})")
         n_key, c_key = COUNTING_COLUMNS[counted_as]
 
         def column(key):

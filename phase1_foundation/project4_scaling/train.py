@@ -64,7 +64,7 @@ class EpochBatches:
         self.windows, self.seed = (len(tokens) - 1) // block_size, seed
         if self.windows < batch_size:
             raise CourseError(f"error: the training text holds {self.windows} windows of {block_size + 1} "
-                             f"tokens, fewer than a batch of {batch_size}; use a longer --TEXT_FILE")
+                              f"tokens, fewer than a batch of {batch_size}; use a longer --TEXT_FILE")
         self.epoch, self.position = 0, 0  # windows read so far in this epoch
         self.order = self._shuffled()  # (windows,)
 
@@ -130,8 +130,8 @@ def build(run: Run, vocab_size: int, train_tokens: np.ndarray, cfg: SimpleNamesp
 
 
 def train_model(run: Run, vocab_size: int, train_tokens: np.ndarray, val_tokens: np.ndarray,
-              cfg: SimpleNamespace, device: torch.device, interrupt: GracefulInterrupt, bar,
-              settings: dict) -> dict | None:
+                cfg: SimpleNamespace, device: torch.device, interrupt: GracefulInterrupt, bar,
+                settings: dict) -> dict | None:
     """One point of the sweep, start to end; its row for results.jsonl, or None if Ctrl-C stopped it."""
     model, optimizer, batches = build(run, vocab_size, train_tokens, cfg, device)
     peak_lr = kaplan_learning_rate(run.params, cfg.LR_SCALE)
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> list[dict] | dict:
         unknown = only - {run.name for run in runs}
         if unknown:
             raise CourseError(f"error: no run named {', '.join(sorted(unknown))} in this sweep; its runs are "
-                             f"{', '.join(run.name for run in runs)}")
+                              f"{', '.join(run.name for run in runs)}")
         runs = [run for run in runs if run.name in only]
         rows = [row for row in rows if row["name"] not in only]
     done = {row["name"] for row in rows}
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> list[dict] | dict:
     with GracefulInterrupt("Ctrl-C: stopping the sweep; the finished runs are kept") as interrupt:
         for run in todo:
             row = train_model(run, meta["vocab_size"], train_tokens, val_tokens, cfg, device, interrupt, bar,
-                            settings)
+                              settings)
             if row is None:
                 bar.close()
                 print(f"stopped during {run.name}; {len(rows)} finished runs are in {results}. Run the same "

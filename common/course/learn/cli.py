@@ -68,7 +68,7 @@ def require_git() -> None:
     if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--git-dir"], capture_output=True,
                       check=False).returncode:
         raise CourseError(f"{ROOT} is not a git checkout, and learn keeps the course's version of each "
-                         "function in git: get the course with `git clone`, then run learn in the clone")
+                          "function in git: get the course with `git clone`, then run learn in the clone")
 
 
 def kept(task: Task) -> Path:
@@ -93,8 +93,8 @@ def course_text(path: str, tasks: list[Task]) -> str:
         text = git("show", f"{commit}:./{path}")
     except CourseError as e:
         raise CourseError(f"the course's version (commit {commit[:12]}) has no {path}: after pulling the "
-                         "course's news, `uv run learn status --update` makes HEAD the course's "
-                         "version") from e
+                          "course's news, `uv run learn status --update` makes HEAD the course's "
+                          "version") from e
     for task in tasks:
         if task.file == path and kept(task).exists():
             text = with_functions(text, task, json.loads(kept(task).read_text(encoding="utf-8")))
@@ -112,7 +112,7 @@ def yours(task: Task) -> dict[str, str]:
         return functions_of(read(task.file), task)
     except SyntaxError as e:
         raise CourseError(f"{task.file} line {e.lineno}: {e.msg}; fix it, or `uv run learn reset {task.id}` "
-                         "(which saves your file first)") from e
+                          "(which saves your file first)") from e
     except LookupError as e:
         raise CourseError(f"{task.file}: {e}; put it back, or `uv run learn reset {task.id}`") from e
 
@@ -149,7 +149,7 @@ class State:
 
     def save(self) -> None:
         NOTES.mkdir(exist_ok=True)
-        self.path.write_text(json.dumps(self.data, indent=1, sort_keys=True), encoding="utf-8")
+        write_atomic(self.path, json.dumps(self.data, indent=1, sort_keys=True))
 
 
 def status(task: Task, state: State, tasks: list[Task]) -> str:
@@ -193,13 +193,13 @@ def cmd_start(chosen: list[Task], state: State, tasks: list[Task], _args) -> int
             print(f"{task.id}: already started, the stub is waiting in {where(task)}")
         elif mine != functions_of(course_text(task.file, tasks), task):
             raise CourseError(f"{task.id}: {where(task)} has edits of yours that learn did not make; "
-                             f"`uv run learn reset {task.id}` saves them in .learn/saved/ and restores the "
-                             "course's version, then start again")
+                              f"`uv run learn reset {task.id}` saves them in .learn/saved/ and restores the "
+                              "course's version, then start again")
         else:
             todo.append((task, mine))
     for task, course in todo:
         kept(task).parent.mkdir(parents=True, exist_ok=True)
-        kept(task).write_text(json.dumps(course), encoding="utf-8")
+        write_atomic(kept(task), json.dumps(course))
         header = [f"learn {task.id}: {task.title} ({STARS[task.difficulty]})", *task.asks.splitlines(),
                   *textwrap.wrap(f"Hint: {task.hints[0]}", 100, subsequent_indent="  "),
                   "Write it all inside this function: learn checks it alone, in the course's file.",
@@ -318,7 +318,7 @@ def run_stage(folder: Path, stage: str, job: dict) -> tuple[object, str]:
                     process.kill()
                     process.wait()
                     raise CourseError(f"the check did not finish within {limit} s: does a loop of "
-                                     "yours never end?") from None
+                                      "yours never end?") from None
             lines = progress.read_bytes().split(b"\n")[:-1]  # whole lines only, decoded once whole
             for line in lines[shown:]:
                 print(line.decode("utf-8"), flush=True)
@@ -466,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
             raise CourseError(f"no task {unknown[0]}; `uv run learn list` shows the ids")
         if not args.ids and args.command not in ("list", "next", "status"):
             raise CourseError(f"say which task: `uv run learn {args.command} 1.attention`; "
-                             "`uv run learn list` shows them all")
+                              "`uv run learn list` shows them all")
         if args.apply and args.command != "solution":
             raise CourseError("--apply goes with `solution`")
         if args.update and args.command != "status":
@@ -480,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [known[i] for i in args.ids] if args.ids else tasks
         code = COMMANDS[args.command](chosen, state, tasks, args)
     except CourseError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(e if str(e).startswith("error: ") else f"error: {e}", file=sys.stderr)  # one prefix
         return 2
     except LookupError as e:  # a task's function, newer than the course's version learn keeps
         print(f"error: the course's version (commit {COURSE[0][:12] if COURSE else '?'}) has no {e}: after "

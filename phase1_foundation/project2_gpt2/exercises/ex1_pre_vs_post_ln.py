@@ -85,7 +85,7 @@ def validation_loss(model: GPT, val_tokens: np.ndarray, cfg: SimpleNamespace, de
 
 
 def train_model(post_ln: bool, depth: int, warmup: int, cfg: SimpleNamespace, vocab_size: int,
-              train_tokens: np.ndarray, val_tokens: np.ndarray, device: torch.device) -> dict:
+                train_tokens: np.ndarray, val_tokens: np.ndarray, device: torch.device) -> dict:
     """One optimizer step at a time as train.py takes it on one device, in fp32: the same batches, seed and
     schedule for every run, so the arrangement, the depth and the warmup are all that differ."""
     model = build(GPTConfig(vocab_size=vocab_size, block_size=cfg.BLOCK_SIZE, n_layer=depth,
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None, depths: tuple[int, ...] = DEPTHS) -> dic
         for name, label in VARIANTS.items():
             for warmup_name, warmup in warmups.items():
                 run = train_model(name == "post_ln", depth, warmup, cfg, vocab_size, train_tokens, val_tokens,
-                                device)
+                                  device)
                 results[name][warmup_name][depth] = run
                 print(f"{label}, {depth:>2} layers, {warmup_name}: val loss {run['val_loss']:.3f} "
                       f"({time.perf_counter() - start:.0f} s so far)")

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
     documents = list(training_text(corpus))  # what the chapter's tokenizer learns from
     if len(documents) < 2:
         raise CourseError(f"error: {corpus.name} has one document; this exercise keeps the last one for "
-                         "testing and trains on the rest, so it needs at least two")
+                          "testing and trains on the rest, so it needs at least two")
     vocab_size = cfg.VOCAB_SIZE or auto_vocab_size(corpus.characters)
     print(f"training three tokenizers of {vocab_size:,} tokens on {len(documents) - 1} documents of "
           f"{corpus.name} ...")

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> dict:
     stretch = own["COSINE_STRETCH"]
     if stretch <= BASELINE:
         raise CourseError(f"error: --COSINE_STRETCH={stretch:g} is no longer than the run; pass a longer "
-                         "cycle, like 1.25 or 2")
+                          "cycle, like 1.25 or 2")
     stretches = (BASELINE, stretch)
     rows = {s: sweep([*SETTINGS, *settings, f"--COSINE_STRETCH={s}"], out_dir / f"stretch_{s:g}")
             for s in stretches}

@@ -42,21 +42,21 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = load_config(config, [*SETTINGS, *settings])
     if len(cfg.BUDGETS) != 1:
         raise CourseError(f"error: pass one budget (--BUDGETS=3e10), not {len(cfg.BUDGETS)}: the shapes are "
-                         "compared at one")
+                          "compared at one")
     shapes = [parse_shape(text, cfg.HEAD_SIZE) for text in cfg.SHAPES]
     double = parse_shape(own["DOUBLE"], cfg.HEAD_SIZE)
     params = {shape: non_embedding_parameters(*shape) for shape in [*shapes, double]}
     same = [params[shape] for shape in shapes]
     if len(shapes) < 2 or max(same) > SAME_N * min(same):
         raise CourseError(f"error: --SHAPES must be two or more shapes within {SAME_N - 1:.0%} of each other "
-                         f"in N; these have N = {', '.join(f'{n:,}' for n in same)}")
+                          f"in N; these have N = {', '.join(f'{n:,}' for n in same)}")
     everything = ",".join(f"{layers}x{width}" for layers, width in [*shapes, double])
     rows = sweep([*SETTINGS, *settings, f"--SHAPES={everything}"], out_dir)
     trained = {(row["n_layer"], row["d_model"]): row for row in rows}
     missing = [f"{layers}x{width}" for layers, width in params if (layers, width) not in trained]
     if missing:
         raise CourseError(f"error: train.py left out {', '.join(missing)} at this budget (too few steps or "
-                         "too many tokens; see its output); choose another --BUDGETS or other shapes")
+                          "too many tokens; see its output); choose another --BUDGETS or other shapes")
 
     losses = {shape: trained[shape]["val_loss"] for shape in shapes}
     best = min(losses, key=losses.get)

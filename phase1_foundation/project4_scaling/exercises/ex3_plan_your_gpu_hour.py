@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = load_config(config, [*SETTINGS, *settings])
     if own["PEAK_TFLOPS"] <= 0 and own["GPU"] not in PEAK_TFLOPS:
         raise CourseError(f"error: no peak listed for --GPU={own['GPU']}; choose one of "
-                         f"{', '.join(PEAK_TFLOPS)}, or pass --PEAK_TFLOPS=<its dense bf16 peak>")
+                          f"{', '.join(PEAK_TFLOPS)}, or pass --PEAK_TFLOPS=<its dense bf16 peak>")
     if cfg.PLAN_MINUTES <= 0 or not 0 < own["MFU"] <= 1:
         raise CourseError("error: --PLAN_MINUTES must be above 0 and --MFU between 0 and 1")
     peak = 1e12 * (own["PEAK_TFLOPS"] if own["PEAK_TFLOPS"] > 0 else PEAK_TFLOPS[own["GPU"]])

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = [row for row in rows if row["variant"] == "plain"]
     if not rows:
         raise CourseError(f"error: {path} holds no plain-variant models; run emergence.py with "
-                         "--EM_VARIANTS=plain,scratchpad")
+                          "--EM_VARIANTS=plain,scratchpad")
     found = thresholds(rows, own["THRESHOLD"])
     sizes = ", ".join(f"{size['params']:,} ({size['seeds']} seeds)" for size in by_size(rows))
     print(f"exact match on the first l digits of the answer, the mean over each size's seeds, N = {sizes}; "
