@@ -192,3 +192,19 @@ def test_code_a_readme_shows_is_the_repositorys_code(readme):
                 f"{readme.relative_to(ROOT)}:{start}: these lines are not in any .py file of the chapter or "
                 f"common/:\n{wanted}")
             segment = []
+
+
+LESSON_ORDER = ("What you will build", "Run it", "The idea", "The code", "What your run shows", "Exercises",
+                "What's next", "Appendix: how we know")
+WORD_BUDGET = 5_500  # above the appendix, tables and code included: a lesson, with its evidence behind it
+
+
+@pytest.mark.parametrize("chapter", sorted(ROOT.glob("phase1_foundation/project*")),
+                         ids=lambda path: path.name)
+def test_each_chapter_is_a_lesson_in_order_within_its_word_budget(chapter):
+    text = (chapter / "README.md").read_text(encoding="utf-8")
+    headings = [line[3:].strip() for line in text.splitlines() if line.startswith("## ")]
+    assert [h for h in headings if h in LESSON_ORDER] == list(LESSON_ORDER), headings
+    lesson = text.split("\n## Appendix: how we know", 1)[0]
+    assert len(lesson.split()) <= WORD_BUDGET, f"{len(lesson.split()):,} words above the appendix"
+    assert "<summary>What the course measured</summary>" in lesson  # experiments' answers come folded

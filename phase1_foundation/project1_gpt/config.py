@@ -73,12 +73,12 @@ GPT1_PAPER = dict(N_LAYER=12, N_HEAD=12, N_EMBD=768, BLOCK_SIZE=512, VOCAB_SIZE=
 
 # What a laptop can afford. Only the names listed change; everything else keeps the values above.
 PRESETS = {
-    # A laptop GPU (RTX 3050-class, 4 GB): a 6-layer GPT-1 (README, "Results").
+    # A laptop GPU (RTX 3050-class, 4 GB): a 6-layer GPT-1 (README appendix, "Speed, and the `gpu` preset").
     "gpu": dict(
         N_LAYER=6, N_HEAD=6, N_EMBD=384, BLOCK_SIZE=256, BATCH_SIZE=32,
         WARMUP_ITERS=200, MAX_ITERS=3000, EVAL_INTERVAL=250,
     ),
-    # Two CPU cores: what sweep.py chose (README, "Appendix: how the cpu preset was chosen").
+    # Two CPU cores: what sweep.py chose (README appendix, "How the cpu preset was chosen").
     "cpu": dict(
         N_LAYER=4, N_HEAD=4, N_EMBD=128, BLOCK_SIZE=128, BATCH_SIZE=16, VOCAB_SIZE=4096, DROPOUT=0.0,
         LEARNING_RATE=2e-3, WARMUP_ITERS=250, MAX_ITERS=1500, EVAL_INTERVAL=250, EVAL_ITERS=10,

@@ -10,7 +10,8 @@ The task (questions.json, built by download_data.py): after a sentence of contex
 next sentence as written, and which the same with its inner words shuffled? Each candidate becomes
 `<|start|> context <|delim|> candidate <|extract|>`; a linear layer reads the <|extract|> state. Fine-tuned
 from the pre-trained model and from scratch, on held-out questions, beside zero-shot, a counted bigram and the
-shared-rare-words rule. README, "Fine-tuning: does pre-training help?"; --FT_TASK=ending is exercise 4's task.
+shared-rare-words rule. README, "Fine-tuning" and "Fine-tuning results"; --FT_TASK=ending is exercise 4's
+task.
 """
 
 import copy

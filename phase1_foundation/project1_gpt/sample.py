@@ -6,7 +6,7 @@
 
 `--HF_DIR` takes a folder written by transformers' `OpenAIGPTLMHeadModel.save_pretrained` (config.json,
 model.safetensors, vocab.json, merges.txt): the same architecture as ours, so the real GPT-1 runs in our code.
-README, "Running it".
+README, "Run it".
 """
 
 from pathlib import Path

@@ -12,7 +12,7 @@ Each candidate's step is timed once on this machine (kept in step_seconds.json);
 the time that BUDGET's steps of the 4 x 256 model with GPT-1's dropout take, trains through train.py with a
 warmup of a sixth of its steps, and is scored against the bigram model on its own validation windows.
 Finished runs are skipped, so an interrupted sweep continues where it stopped.
-README, "Appendix: how the cpu preset was chosen".
+README appendix, "How the cpu preset was chosen".
 """
 
 import json

@@ -78,7 +78,7 @@ GPT2_CONTEXT, GPT2_VOCAB = 1024, 50257
 # What a laptop can afford. Only the names listed change; everything else keeps the values above.
 PRESETS = {
     # A laptop GPU (RTX 3050-class, 4 GB): a 6-layer GPT-2 in minutes, short enough not to overfit the
-    # default wiki-sample (README, "Results").
+    # default wiki-sample (README, "What your run shows").
     "gpu": dict(
         N_LAYER=6, N_HEAD=6, N_EMBD=384, BLOCK_SIZE=256, BATCH_SIZE=32, GRAD_ACCUM_STEPS=1,
         LEARNING_RATE=1e-3, WARMUP_ITERS=100, MAX_ITERS=1000, EVAL_INTERVAL=100, COMPILE=True,

@@ -7,7 +7,7 @@
 
 `train.py` calls `prepare()` itself when nothing is prepared yet, so this script is only needed to prepare
 another corpus or tokenizer ahead of time. Nothing after this step reads raw text again, except zero_shot.py,
-which builds its last-word task from the held-out documents that meta.json lists. README, "Running it".
+which builds its last-word task from the held-out documents that meta.json lists. README, "Run it".
 """
 
 from pathlib import Path

@@ -8,7 +8,8 @@ Two of GPT-2's measurements (§3, Table 3), rebuilt on the held-out documents of
 last word of a passage (LAMBADA-style, Paperno et al. 2016), written greedily, beside guesses that need no
 model; and the perplexity of held-out text, in nats per token and in bits per byte, which any two tokenizers
 can be compared in. Both use the model's own tokenizer, so a folder of the real GPT-2 is scored on the same
-text. README, "Zero-shot: does our model do tasks it was not trained for?", has the results and the paper's.
+text. README, "Zero-shot: does our model do tasks it was not trained for?", has the results;
+the appendix has the paper's.
 """
 
 import json

@@ -9,7 +9,7 @@
   that beats it at [MASK] reads more than one word on each side.
 - SharedRareTokens, for NSP: IsNext when A and B share enough rare tokens (how much of NSP topic answers).
 
-README, "Results", has the numbers.
+README, "The loss at [MASK], beside its baselines", has the numbers.
 """
 
 from collections import Counter

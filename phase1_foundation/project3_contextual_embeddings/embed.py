@@ -9,7 +9,7 @@ Each measurement stands on a scale: the trained model beside the untrained one i
 trained on the same sentences. (a) Fill in the blank, with minimal pairs, beside a left-neighbour bigram
 model; (b) WORD in CONTEXTS sentences against a different-words floor; (c) a noun/verb sense test (1-NN), the
 deciding word and then its right neighbour masked; (d) word similarities against WordSim-353 and SimLex-999.
-Draws embeddings.png. README, "What the vectors show: `embed.py`", has the method and the results.
+Draws embeddings.png. README, "What the vectors show" (and its appendix), has the method and the results.
 """
 
 import itertools
@@ -276,7 +276,7 @@ def train_word2vec(sentences: list[str], seed: int):
     """Word2Vec (Mikolov et al. 2013) trained on the corpus: one vector per word, whatever its context."""
     from gensim.models import Word2Vec  # imported here: it takes seconds
 
-    # 20 passes, not gensim's default 5, which leaves unrelated words close on wiki-sample (README, embed.py)
+    # 20 passes, not gensim's default 5, which leaves unrelated words close on wiki-sample (README appendix)
     return Word2Vec([words(s) for s in sentences], vector_size=100, window=5, min_count=1, workers=1,
                     seed=seed, epochs=20).wv
 

@@ -11,8 +11,8 @@
 
 Config -> data -> model -> optimizer -> loop -> checkpoint, as in chapter 1. What is new is in the step: a
 batch is sentence pairs with MLM_PROB of their tokens chosen for prediction, and with NSP on the loss is the
-sum of the two tasks' mean losses (§A.2), computed in objectives.py. README, "Running it", says what a run
-writes and prints.
+sum of the two tasks' mean losses (§A.2), computed in objectives.py. README, "Run it", says what a run writes
+and prints.
 """
 
 import math

@@ -40,9 +40,10 @@ class ChinchillaPlanner:
 
     The constants are Besiroglu et al.'s refit by default, the fit that Chinchilla's own runs support
     (chinchilla_runs.py); "paper-rounded", "paper-unrounded" or a LossSurface of your own (fit_parametric's
-    result) choose others. A fit's constants move together: rounding α and β alone, with E, A and B kept,
-    describes another surface, and the plans differ already inside the paper's range of budgets (README,
-    "The planner, and what rounding does").
+    result) choose others. The constants of a fitted surface (E, A, B, α, β) are correlated, each fitted with
+    the others: rounding α and β without refitting E, A and B describes another surface, so the plans differ
+    already at the paper's own budgets, not only far beyond them (README, "The planner, and what rounding
+    does").
     """
 
     def __init__(self, constants: str | LossSurface = "epoch-2024"):

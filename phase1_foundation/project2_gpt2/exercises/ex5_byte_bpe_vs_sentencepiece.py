@@ -9,9 +9,9 @@ the script prints what the course measured (README, "Experiments").
     uv run python phase1_foundation/project2_gpt2/exercises/ex5_byte_bpe_vs_sentencepiece.py
     uv run python phase1_foundation/project2_gpt2/exercises/ex5_byte_bpe_vs_sentencepiece.py --VOCAB_SIZE=1024
 
-Predict before you run it: which of the three will give every string back exactly? How many tokens will the
-byte-level BPE spend on one Chinese character, and on one emoji? Will SentencePiece without byte fallback lose
-anything from the held-out English article?
+Predict before you run it: the byte-level BPE gives every string back exactly (README, "Byte-level BPE");
+will either SentencePiece? How many tokens will the byte-level BPE spend on one Chinese character, and on one
+emoji? Will SentencePiece without byte fallback lose anything from the held-out English article?
 """  # noqa: E501 (a usage command longer than a line, kept whole so it can be copied)
 
 from pathlib import Path

@@ -1,7 +1,7 @@
-"""Exercise 3 (concept): why can't BERT generate text? Trace the forward pass.
+"""Exercise 3 (concept): what stops BERT from generating text the way GPT does? Trace the forward pass.
 
 A language model that generates, like chapter 1's GPT, gives the distribution of the next token from the
-tokens before it, then samples, appends and repeats. Two things stop BERT from doing that.
+tokens before it, then samples, appends and repeats. Two things stop BERT from doing that in one pass.
 
 1. Its output at position t depends on every token, those after t included: no mask hides them (model.py,
 BidirectionalSelfAttention). Training it to predict token t+1 at position t would be copying, since token t+1
@@ -22,9 +22,10 @@ continuation, only of one token with the rest of the text around it.
 It uses the model train.py saved (the newest checkpoint in checkpoints/project3, or --CHECKPOINT=...) and
 trains one first if there is none. After the run's numbers the script prints what the course measured.
 
-Predict before you run it: above the diagonal of the table, where a LATER token changed, will any entry of
-BERT's be exactly zero, as every one of them would be for GPT? And what will twenty blanks filled at the end
-give: a fluent continuation, a few plausible words and then nonsense, or the same few tokens over and over?
+Predict before you run it: above the diagonal of the table, where a LATER token changed, how large will
+BERT's smallest entry be: exactly zero, as every one of them would be for GPT, rounding error, or hundredths
+or more? And what will twenty blanks filled at the end give: a fluent continuation, a few plausible words and
+then nonsense, or the same few tokens over and over?
 """
 
 import math
@@ -116,9 +117,11 @@ token" would be copying (chapter 1's exercise 2 shows what that does to GPT). Th
 next to the diagonal: each position's output moves most when it or a neighbour changes. The twenty blanks
 after "The river flowed past the old" were filled with ". The term" three times, then ")." over and over.
 The blank at the end is the one place where the model has only half the context it was trained with, and
-each fill is one token's best guess rather than a sample from a distribution over whole continuations:
-BERT was trained to fill one blank with text on both sides, not to give the distribution of a continuation.
-Generation needs the causal mask, or a separate decoder (T5, BART).
+each fill is one token's best guess rather than a sample from a distribution over whole continuations.
+One forward pass of BERT gives no left-to-right next-token distribution for every position at once: its
+training never asks it to predict a token from the left context alone, so it cannot be trained or sampled
+like GPT in one pass. A masked LM can still generate, by iterative unmasking: fill many blanks, re-mask some
+and fill again (Wang & Cho 2019, "BERT has a mouth, and it must speak").
 """
 
 

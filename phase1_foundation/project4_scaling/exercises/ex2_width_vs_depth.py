@@ -20,7 +20,7 @@ them. After the run's numbers the script prints what the course measured.
 
 Predict before you run it: how far apart will the four shapes' losses end, compared with what doubling N
 (2x32) changes at the same budget: a tenth as much, about as much, or more? Will the losses fall in order of
-the aspect ratio d_model / n_layer? And at this fixed budget, will doubling N lower the loss or raise it?
+the aspect ratio d_model / n_layer? And how many times longer will the same FLOPs take as 15x8 than as 1x32?
 """
 
 from common.course.exercises import print_measured

@@ -27,9 +27,10 @@ chapter's HEAD_SIZE=8; --HEAD_SIZE=64 gives GPT-2's. It trains nothing. After th
 prints what the course measured.
 
 Predict before you run it: in an hour of an H100 at 30% MFU, how many parameters will the paper's constants
-ask for: about 1M, 100M or 10B, and on about how many tokens per parameter? Will the three published sets of
-constants agree within a factor of 2? And what will the fit of your own sweep, made between 3e10 and 1.2e11
-FLOPs (its Chinchilla counting), ask for?
+ask for: about 1M, 100M or 10B, and on about how many tokens per parameter? At GPT-3's budget the three
+published sets of constants part by more than a factor of 2 (README, "The planner, and what rounding does");
+will they agree within a factor of 2 at an H100 hour? And what will the fit of your own sweep, made between
+3e10 and 1.2e11 FLOPs (its Chinchilla counting), ask for?
 """
 
 from pathlib import Path

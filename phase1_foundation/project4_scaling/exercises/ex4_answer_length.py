@@ -21,8 +21,9 @@ run's numbers the script prints what the course measured.
 
 Predict before you run it: for each l from 1 to 4, which model size first gets half-way from chance to
 every answer right? How far does the threshold move, in parameters, between scoring one digit and scoring
-all four: a factor of 2, 10 or 100? And how closely will the product of the first l positions' accuracies
-predict each run's exact match on l digits?
+all four: a factor of 2, 10 or 100? At l = 4 exact match follows the product of the four positions'
+accuracies (README, "Emergence on models you train"); will the product of the first l positions' accuracies
+predict each run's exact match on l digits as closely at every l?
 """
 
 from collections import defaultdict
@@ -114,13 +115,14 @@ On emergence.py's default run and the default command here: chance on the first 
 0.010 and 0.001, since a 3-digit sum's first digit is 0 or 1 about equally often. Measured from chance, the
 mean exact match reaches half-way on one digit at 888 parameters (0.96), on two at 3,312 (0.84, against 0.46
 at 888), on three and four at 100,096 (0.66 and 0.62, against 0.10 and 0.04 at 56,640). The threshold moves
-from the smallest model to 100k parameters, a factor of 113, with nothing changed but how many digits are
-scored. With --THRESHOLD=0.9 one, two and three digits need 888, 25,472 and 223,872 parameters, and four
-digits no model (0.69 at 223,872). The product of the positions' accuracies matches each run's measured
-exact match within 0.02 at every l, in every model and seed: exact match over an answer of l tokens is about
-the product of its l positions' accuracies (Schaeffer et al.'s p^l, with one p per position). The seeds
-disagree most where the last two digits are learned (exact match 0.012 to 0.982 at 100k, 0.076 to 1.000 at
-224k): the threshold of one run is a draw, and the mean over seeds averages the draws.
+from the smallest model to 100k parameters, a factor of 113, as the scored digits grow to include the hard
+ones (the tens, which need the carry, and the units). With --THRESHOLD=0.9 one, two and three digits need
+888, 25,472 and 223,872 parameters, and four digits no model (0.69 at 223,872). The product of the positions'
+accuracies matches each run's measured exact match within 0.02 at every l, in every model and seed: exact
+match over an answer of l tokens is about the product of its l positions' accuracies (Schaeffer et al.'s p^l,
+with one p per position). The seeds disagree most where the last two digits are learned (exact match 0.012
+to 0.982 at 100k, 0.076 to 1.000 at 224k): the threshold of one run is a draw, and the mean over seeds
+averages the draws.
 """
 
 
