@@ -1,6 +1,7 @@
 """Repository-wide rules: lint-clean, chapters independent of each other, common/ independent of chapters."""
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -208,3 +209,24 @@ def test_each_chapter_is_a_lesson_in_order_within_its_word_budget(chapter):
     lesson = text.split("\n## Appendix: how we know", 1)[0]
     assert len(lesson.split()) <= WORD_BUDGET, f"{len(lesson.split()):,} words above the appendix"
     assert "<summary>What the course measured</summary>" in lesson  # experiments' answers come folded
+
+
+SECTION_POINTER = re.compile(r'(?<!\x27s )(root )?README(?: appendix)?, "([^"]+)"')  # not "nanoGPT's README"
+
+
+def test_every_section_the_code_points_to_exists():
+    """A comment that sends the reader to a README section must name one that is there (sections move)."""
+    root_headings, missing = headings_of(ROOT / "README.md"), []
+    for path in [*(ROOT / "common").rglob("*.py"), *(ROOT / "phase1_foundation").rglob("*.py")]:
+        chapter = next((p for p in path.parents if p.parent.name == "phase1_foundation"), None)
+        own = headings_of(chapter / "README.md") if chapter else root_headings
+        for match in SECTION_POINTER.finditer(path.read_text(encoding="utf-8")):
+            name = " ".join(match.group(2).replace("#", " ").replace("`", "").split())  # may wrap over lines
+            if not any(h.startswith(name) for h in (root_headings if match.group(1) or not chapter else own)):
+                missing.append(f"{path.relative_to(ROOT)}: {name!r}")
+    assert missing == [], "\n".join(missing)
+
+
+def headings_of(readme: Path) -> list[str]:
+    lines = readme.read_text(encoding="utf-8").splitlines()
+    return [line.lstrip("#").strip().replace("`", "") for line in lines if line.startswith("#")]

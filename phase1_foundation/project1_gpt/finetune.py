@@ -74,9 +74,8 @@ def trim(ids: Tensor, extract_at: Tensor) -> Tensor:
 
 
 # --- a baseline with no model: shared rare words ------------------------------------------------------------
-# Where the wrong candidate comes from another article (--FT_TASK=ending), it is usually about something else:
-# a rule that only looks for the rare words (names, places, terms) a candidate shares with the context needs
-# no model at all. On the shuffle task both candidates hold the same words, so the rule is at chance.
+# The candidate that shares the rarest words (names, places, terms) with the context, with no model at all.
+# On the shuffle task both candidates hold the same words; exercise 4 scores the rule on --FT_TASK=ending.
 
 def words(text: str) -> set[str]:
     """The distinct words of a text: runs of letters and digits, lower-cased."""

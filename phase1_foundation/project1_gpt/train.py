@@ -6,7 +6,7 @@
 
 Config -> data -> model -> optimizer -> loop -> checkpoint. The plumbing (devices, batches, checkpoints,
 logging) lives in common/ so that this file reads as the recipe of the paper's §3.1 and §4.1; the README's
-"Running it" and "Results" say what a run prints.
+"Run it" and "Results" say what a run prints.
 """
 
 import math

@@ -1,7 +1,7 @@
 """Exercise 2: remove the causal mask.
 
 Train GPT-1 twice, once as it is and once without the causal mask (--CAUSAL=false), so that position t also
-sees positions t+1, t+2, ... The model is asked to predict token t+1, and now it can read it.
+sees positions t+1, t+2, ...
 
     uv run python phase1_foundation/project1_gpt/exercises/ex2_no_causal_mask.py
     uv run python phase1_foundation/project1_gpt/exercises/ex2_no_causal_mask.py --MAX_ITERS=600
@@ -9,13 +9,12 @@ sees positions t+1, t+2, ... The model is asked to predict token t+1, and now it
 Both final models, reloaded from their checkpoints (which remember --CAUSAL), are scored on the same
 validation windows as training scores them (one pass over the whole window) and the way generation works
 (each token from the tokens before it only, one pass per position), and each writes a sample. For speed only,
-it uses 16-token windows and GPT-2's pre-LN block (README, exercise 2 says why). After the run's numbers the
-script prints what the course measured.
+it uses 16-token windows and GPT-2's pre-LN block (README, exercise 2's answer says why). After the run's
+numbers the script prints what the course measured.
 
-Predict before you run it: without the mask the model can read the token it is asked for, so its training loss
-falls far below the causal model's. But scored the way generation works, will the unmasked model be better
-than the causal model, about as good, or worse even than the unigram baseline (a model that ignores context)?
-What will its samples look like?
+Predict before you run it: the unmasked model's training loss, below the causal model's, about the same, or
+above it? Its validation loss scored the way generation works: where will it land against the causal model's
+and against the unigram baseline (a model that ignores context)? What will its samples look like?
 """
 
 import torch

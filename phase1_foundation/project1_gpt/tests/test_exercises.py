@@ -15,7 +15,7 @@ from phase1_foundation.project1_gpt.exercises import (
     ex1_pre_vs_post_ln,
     ex2_no_causal_mask,
     ex3_char_vs_bpe,
-    ex4_the_shortcut,
+    ex4_another_task,
     ex5_auxiliary_lm_loss,
 )
 
@@ -66,7 +66,7 @@ def test_ex3_per_token_and_per_character_losses_rank_the_tokenizers_differently(
 
 def test_ex4_fine_tunes_the_named_checkpoint_on_endings_from_other_articles(tiny, tmp_path):
     summary = train.main([*tiny, f"--OUT_DIR={tmp_path / 'chapter'}"])
-    results = ex4_the_shortcut.main([*tiny, f"--OUT_DIR={tmp_path}", f"--CHECKPOINT={summary['checkpoint']}"])
+    results = ex4_another_task.main([*tiny, f"--OUT_DIR={tmp_path}", f"--CHECKPOINT={summary['checkpoint']}"])
     assert results["task"] == "ending" and not (tmp_path / "pretrain").exists()  # the checkpoint named, used
     assert all(0 <= results[k] <= 1 for k in ("word_overlap", "bigram", "zero_shot", "pretrained"))
     assert "scratch" not in results

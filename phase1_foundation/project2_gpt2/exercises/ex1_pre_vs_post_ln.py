@@ -3,8 +3,9 @@
 Build GPT-1's arrangement (post-LN, PostLNBlock here) and GPT-2's (pre-LN, model.py's Block) at 2, 6, 12 and
 24 layers, train each for 200 steps on the same batches at the chapter's learning rate, once with no warmup
 and once with a 50-step one, and see where each one's validation loss ends against the unigram plateau (where
-a model that has not learned to use its context stalls). The plot goes to OUT_DIR/pre_vs_post_ln.png; after
-the run's numbers the script prints what the course measured (README, "Experiments").
+a model that has not learned to use its context stalls). Chapter 1's exercise 1 compared the two at 8 layers
+with one short warmup; this one varies the depth and the warmup. The plot goes to OUT_DIR/pre_vs_post_ln.png;
+after the run's numbers the script prints what the course measured (README, "Experiments").
 
     OMP_NUM_THREADS=1 uv run python phase1_foundation/project2_gpt2/exercises/ex1_pre_vs_post_ln.py
     OMP_NUM_THREADS=1 uv run python phase1_foundation/project2_gpt2/exercises/ex1_pre_vs_post_ln.py \\

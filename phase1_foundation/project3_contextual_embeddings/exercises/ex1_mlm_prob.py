@@ -16,8 +16,8 @@ checkpoints/project3/exercises/ex1_mlm_prob). After the run's numbers the script
 measured, or expects.
 
 Predict before you run it: will either run spike or diverge? Will the 50% run's training curve be noisier or
-smoother than the 15% run's, and by roughly what factor in step-to-step noise: 0.3, 0.55, 1.8 or 3.3? Scored
-on the same masks at 15%, which model will end with the lower loss at [MASK]?
+smoother than the 15% run's, and by roughly what factor in step-to-step noise: under 0.4, 0.4 to 0.9, 0.9 to
+1.1, or over 1.1? Scored on the same masks at 15%, which model will end with the lower loss at [MASK]?
 """
 
 from pathlib import Path
@@ -92,9 +92,9 @@ run spiked or diverged. The 50% run's training curve is the smoother one: step-t
 give (they are neither: targets in one sequence are related, and half-hidden text changes how hard each one
 is). Scored on the same validation masks at 15%, the 50% run ends lower: 4.398 at [MASK] and 24.3% right,
 against the 15% run's 4.632 and 21.5%. Its own rate is a harder task (5.290 at 50%), but 3.3 times the
-targets per step taught this small model more in the same steps; the preset's 30% sits between the two. The
-best rate depends on the model and the budget: Wettig et al. (2023, "Should You Mask 15% in Masked Language
-Modeling?") found 40% better than 15% for BERT-large.
+targets per step taught this small model more in the same steps (one seed each); the preset's 30% sits between
+the two. The best rate depends on the model and the budget: Wettig et al. (2023, "Should You Mask 15% in
+Masked Language Modeling?") found 40% better than 15% for BERT-large.
 """
 
 

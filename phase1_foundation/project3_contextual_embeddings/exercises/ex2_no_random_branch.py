@@ -68,11 +68,12 @@ against 4.462): a visible target is always right for it, so those positions are 
 pairs masked 80/10/10 the difference is in where the model is right. At [MASK] the two are close, the paper's
 mixture ahead: 4.836 and 19.6% against 4.957 and 18.9%. At unchanged positions the run without the branch
 copies its input: 100% right, loss 0.016, against 94.6% and 0.487. Where a random token was put in, it repeats
-that wrong token with confidence: 0.0% right, loss 14.3, against 14.2% and 5.5 for the paper's mixture. With
-the branch a visible token might be wrong, so every position's representation has to weigh the token against
-its context. That is the point of the branch (BERT §3.1, Appendix A.1): the model does not know which tokens
-it will be asked about or which were replaced, so it must keep a representation of every token that reflects
-its context, and that is what a fine-tuned BERT, which never sees [MASK], reads.
+that wrong token with confidence: 0.0% right, loss 14.3, against 14.2% and 5.5 for the paper's mixture. The
+paper's argument for the branch (BERT §3.1, Appendix A.1): the model does not know which tokens it will be
+asked about or which were replaced, so it must keep a representation of every token that reflects its
+context, and that is what a fine-tuned BERT, which never sees [MASK], reads. That mechanism is a hypothesis:
+the paper's ablation (Appendix C.2) measures what each mixture scores after fine-tuning, not why, and this
+exercise measures neither.
 """
 
 

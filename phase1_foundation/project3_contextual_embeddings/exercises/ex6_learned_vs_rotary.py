@@ -20,11 +20,13 @@ neighbour_attention, on the first validation batch), beside the weight attention
 Each run also reports its own minutes, so the two can be compared at equal wall-clock time too (a rotary step
 costs the turning of queries and keys). After the run's numbers the script prints what the course measured.
 
-Predict before you run it: both runs fall to the unigram model's loss at [MASK] early, since the output bias
-alone can learn how frequent each token is. Which of them leaves that plateau first, and after roughly how
-many steps: a hundred, a few hundred, or thousands? With the long runs' settings (the second command), will
-either end below the bigram model, which predicts the blank from its two neighbours? And in the lower panel:
-does either run's attention on the neighbouring tokens leave the even spread, and when, beside its loss?
+Predict before you run it: the chapter's default run uses rotary positions, so the question is the learned
+table's. Both runs fall to the unigram model's loss at [MASK] early, since the output bias alone can learn how
+frequent each token is. When does the learned table leave that plateau: within a few hundred steps, after a
+thousand or more, or not in the 2,000? Where will it end: near the unigram model, near the bigram model, or
+near the rotary run? With the long runs' settings (the second command), will it end below the bigram model,
+which predicts the blank from its two neighbours? And in the lower panel: does its attention on the
+neighbouring tokens leave the even spread, and when, beside its loss?
 """
 
 from common.course.exercises import print_measured

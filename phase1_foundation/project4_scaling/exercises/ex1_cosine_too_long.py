@@ -25,8 +25,8 @@ numbers the script prints what the course measured.
 Predict before you run it: the doubled cycle ends each run at about 55% of the peak learning rate instead of
 10%. Will it raise the loss of every run, as Chinchilla's finding suggests, lower every one, or split them?
 If it splits them, which does it hurt: the runs of a few hundred steps or the runs of thousands? And how far
-will Approach 2's exponent a move between the two cycles: less than 0.01, between 0.1 and 0.5, or more
-than 0.5?
+will Approach 2's exponent a move between the two cycles: less than 0.01, 0.01 to 0.1, 0.1 to 0.5, or
+more than 0.5?
 """
 
 import math

@@ -27,9 +27,9 @@ chapter's HEAD_SIZE=8; --HEAD_SIZE=64 gives GPT-2's. It trains nothing. After th
 prints what the course measured.
 
 Predict before you run it: in an hour of an H100 at 30% MFU, how many parameters will the paper's constants
-ask for: about 1M, 100M or 10B, and on about how many tokens per parameter? At GPT-3's budget the three
-published sets of constants part by more than a factor of 2 (README, "The planner, and what rounding does");
-will they agree within a factor of 2 at an H100 hour? And what will the fit of your own sweep, made between
+ask for: about 1M, 100M or 10B, and on about how many tokens per parameter? At GPT-3's budget the refit
+asks for the largest model of the three published sets (README, "The planner, and what rounding does");
+which set will ask for the largest at an H100 hour? And what will the fit of your own sweep, made between
 3e10 and 1.2e11 FLOPs (its Chinchilla counting), ask for?
 """
 
@@ -116,19 +116,19 @@ def main(argv: list[str] | None = None) -> dict:
 
 # The answer, kept at the end of the file: read it after your run.
 WHAT_WE_MEASURED = """
-The default command (4 s on a 2-core CPU, with the chapter's cpu sweep in checkpoints/project4): an
-hour of an H100 at 30% is C = 1.07e18 FLOPs. The paper's printed constants spend it on N_opt = 83M parameters
-and D_opt = 2.1B tokens (26 per parameter; shape 17x544, 88M parameters with GPT-2's tables), the unrounded
-ones on 98M and 1.8B (19 per parameter), Besiroglu et al.'s refit on 83M and 2.1B: the three agree within 17%
-here, although their exponents differ (a = 0.45, 0.46, 0.51), because their lines happen to cross near this
-budget; they part further out (at GPT-3's 3.14e23 FLOPs, 24.5B against 53.0B parameters: see
-planner.ChinchillaPlanner). Your own sweep's fit says something absurd: its Approach 3 surface (every
-parameter counted) has a = 0.14, a fit only 65 of laws.py's 100 bootstrap refits could identify at all, and
-it asks for 47k parameters on 3.7e12 tokens. Its exponents were fitted over 0.6 decades of compute (3e10 to
-1.2e11 FLOPs) and are extrapolated 6.9 decades beyond them, from models of a few thousand parameters reading
-characters; at that distance a change of 0.1 in a moves N_opt by a factor of 10^0.69 = 4.9. A sweep's fit is
-a plan only near the budgets it was measured at: plan with constants fitted at scales near the run, and use
-your own sweep to check them.
+The default command (4 s on a 2-core CPU, with the chapter's cpu sweep in checkpoints/project4): an hour of an
+H100 at 30% is C = 1.07e18 FLOPs. The paper's printed constants spend it on N_opt = 83M parameters and D_opt =
+2.1B tokens (26 per parameter; shape 17x544, 88M parameters with GPT-2's tables), the unrounded ones on 98M
+and 1.8B (19 per parameter; here the largest of the three, where at GPT-3's budget the refit asks for the
+largest), Besiroglu et al.'s refit on 83M and 2.1B: the three agree within 17% here, although their exponents
+differ (a = 0.45, 0.46, 0.51), because their lines happen to cross near this budget; they part further out (at
+GPT-3's 3.14e23 FLOPs, 24.5B against 53.0B parameters: see planner.ChinchillaPlanner). Your own sweep's fit
+says something absurd: its Approach 3 surface (every parameter counted) has a = 0.14, a fit only 65 of
+laws.py's 100 bootstrap refits could identify at all, and it asks for 47k parameters on 3.7e12 tokens. Its
+exponents were fitted over 0.6 decades of compute (3e10 to 1.2e11 FLOPs) and are extrapolated 6.9 decades
+beyond them, from models of a few thousand parameters reading characters; at that distance a change of 0.1 in
+a moves N_opt by a factor of 10^0.69 = 4.9. A sweep's fit is a plan only near the budgets it was measured at:
+plan with constants fitted at scales near the run, and use your own sweep to check them.
 """
 
 

@@ -21,9 +21,8 @@ run's numbers the script prints what the course measured.
 
 Predict before you run it: for each l from 1 to 4, which model size first gets half-way from chance to
 every answer right? How far does the threshold move, in parameters, between scoring one digit and scoring
-all four: a factor of 2, 10 or 100? At l = 4 exact match follows the product of the four positions'
-accuracies (README, "Emergence on models you train"); will the product of the first l positions' accuracies
-predict each run's exact match on l digits as closely at every l?
+all four: a factor of 2, 10 or 100? And is that move about how many digits are scored, or about which
+ones?
 """
 
 from collections import defaultdict
