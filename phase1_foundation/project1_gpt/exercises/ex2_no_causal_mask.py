@@ -12,9 +12,10 @@ validation windows as training scores them (one pass over the whole window) and 
 it uses 16-token windows and GPT-2's pre-LN block (README, exercise 2's answer says why). After the run's
 numbers the script prints what the course measured.
 
-Predict before you run it: the unmasked model's training loss, below the causal model's, about the same, or
-above it? Its validation loss scored the way generation works: where will it land against the causal model's
-and against the unigram baseline (a model that ignores context)? What will its samples look like?
+Predict before you run it: without the mask each answer is in the model's input. How far will the unmasked
+model's training loss fall below the causal model's: by a tenth, to about half, or to under a quarter of it?
+Its validation loss scored the way generation works: where will it land against the causal model's and
+against the unigram baseline (a model that ignores context)? What will its samples look like?
 """
 
 import torch

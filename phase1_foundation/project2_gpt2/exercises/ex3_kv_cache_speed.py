@@ -9,8 +9,9 @@ measured (README, "Experiments", and "The KV cache" for why).
     uv run python phase1_foundation/project2_gpt2/exercises/ex3_kv_cache_speed.py
     uv run python phase1_foundation/project2_gpt2/exercises/ex3_kv_cache_speed.py --BLOCK_SIZE=1024
 
-Predict before you run it: on a CPU, how many times faster will the cache make generation at 64 tokens, and
-at 512: about 1.5, 5 or 50? Is there work in a step that no cache can save?
+Predict before you run it: docs/09-cost-of-attention.md measured the cache with a 256-token vocabulary; will
+GPT-2's 50,257 tokens make the speed-ups larger or smaller? On a CPU, how many times faster will the cache
+make generation at 64 tokens, and at 512: about 1.5, 5 or 50? Is there work in a step that no cache can save?
 """
 
 import time

@@ -115,16 +115,16 @@ def main(argv: list[str] | None = None) -> dict:
 WHAT_WE_MEASURED = """
 The default command (1 min 48 s on two CPU cores, two threads; the losses depend on the thread count in
 their last digits, the time on everything): Chinchilla's finding shows only in the longest run. The doubled
-cycle lowers the loss of seven of the eight runs, by 0.024 nats on average and most for the runs of a few
-hundred steps (1e10_2x16, 494 steps: 2.674 to 2.627; 1e10_1x32, 255 steps: 2.784 to 2.708), and raises it
-only for the longest, 2e10_1x8 (7,332 steps: 2.435 to 2.473). One explanation, untested here: a run of a
-few hundred steps ends while its loss is still falling fast, and a cycle that ends at 55% of the peak
-spends more learning rate in all, which buys more than the final decay; the decay would pay in a run long
-enough to settle, the regime Chinchilla's models were in. The fits: Approach 1 picks the same best runs
+cycle lowers the loss of seven of the eight runs (by 0.024 nats on average over all eight), most for the
+runs of a few hundred steps (1e10_2x16, 494 steps: 2.674 to 2.627; 1e10_1x32, 255 steps: 2.784 to 2.708),
+and raises it only for the longest, 2e10_1x8 (7,332 steps: 2.435 to 2.473). One explanation, untested here:
+a run of a few hundred steps ends while its loss is still falling fast, and a cycle that ends at 55% of the
+peak spends more learning rate in all, which buys more than the final decay; the decay would pay in a run
+long enough to settle, the regime Chinchilla's models were in. The fits: Approach 1 picks the same best runs
 under both cycles (a = 1.90: two budgets, a jump from one size to the next); Approach 2 moves from a = 0.66
-to 0.92, by 0.26; Approach 3 is not identified under either. Eight runs at two budgets are too few for
-five constants, and an exponent from two parabolas moves with every run: read that as how little a small
-sweep's exponents can be trusted, not as a measurement of the schedule's bias.
+to 0.92, by 0.26; Approach 3 is not identified under either. Eight runs at two budgets are too few for five
+constants, and an exponent from two parabolas moves with every run: read that as how little a small sweep's
+exponents can be trusted, not as a measurement of the schedule's bias.
 """
 
 

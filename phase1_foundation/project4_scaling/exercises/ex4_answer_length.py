@@ -19,10 +19,10 @@ The threshold is measured from chance, what one constant answer scores on the fi
 six sizes from 888 to 223,872 parameters, three seeds each; this script then takes a few seconds. After the
 run's numbers the script prints what the course measured.
 
-Predict before you run it: for each l from 1 to 4, which model size first gets half-way from chance to
-every answer right? How far does the threshold move, in parameters, between scoring one digit and scoring
-all four: a factor of 2, 10 or 100? And is that move about how many digits are scored, or about which
-ones?
+Predict before you run it: at l = 4 the README's exact-match table already gives the threshold, the first
+size half-way from chance to every answer right (100k parameters). For l = 1, 2 and 3, which model size
+will it be? How far does the threshold move, in parameters, between scoring one digit and scoring all four:
+a factor of 2, 10 or 100? And is that move about how many digits are scored, or about which ones?
 """
 
 from collections import defaultdict

@@ -10,9 +10,10 @@ not trained again) and sets what the runs measured beside the prediction.
 
     uv run python phase1_foundation/project4_scaling/exercises/ex5_predict_then_train.py
 
-Predict before you run it, from the sweep's tables in the README alone (its exercise 5 quotes each budget's
-best run): at 1.6e11, which shape will be best, 1 x 16, 2 x 16 or 1 x 32? Will the best run's loss be above
-2.2, between 2.0 and 2.2, or below 2.0? And will the fitted law's interval hold it?
+This is the README's "Predict, then train" experiment in one command; its answer is folded there. Predict
+before you run it, from the sweep's best runs alone (2.522, 2.351 and 2.240 at 1e10, 2e10 and 4e10): at
+1.6e11, which shape will be best, 1 x 16, 2 x 16 or 1 x 32? Will the best run's loss be above 2.2, between
+2.0 and 2.2, or below 2.0? And will the fitted law's interval hold it?
 """
 
 import sys
