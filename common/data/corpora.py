@@ -247,25 +247,22 @@ def _write_cache(documents: Iterable[str], path: Path, name: str, unit: str, ori
 
     The counts file is renamed into place before the JSONL, so a JSONL on disk always has its counts.
     """
-    counts = {"count": 0, "characters": 0, "words": 0}
-    corpus = None
+    made: list[Corpus] = []  # filled inside the atomic write, once the documents are counted
 
     def write_documents(tmp: Path) -> None:
-        nonlocal corpus
+        count = characters = words = 0
         with open(tmp, "w", encoding="utf-8") as f:
             for document in progress_bar(documents, desc=name, unit=" docs"):
                 f.write(json.dumps({"text": document}, ensure_ascii=False) + "\n")
-                counts["count"] += 1
-                counts["characters"] += len(document)
-                counts["words"] += len(document.split())
-        if counts["count"] == 0:
+                count, characters, words = count + 1, characters + len(document), words + len(document.split())
+        if count == 0:
             raise CourseError(f"error: found no text in {origin}; a corpus needs at least one paragraph")
-        corpus = Corpus(name, path, counts["count"], counts["characters"], counts["words"], unit, origin)
-        stats = {key: value for key, value in asdict(corpus).items() if key != "path"}
+        made.append(Corpus(name, path, count, characters, words, unit, origin))
+        stats = {key: value for key, value in asdict(made[0]).items() if key != "path"}
         write_atomic(path.with_suffix(".json"), json.dumps(stats, indent=2) + "\n")
 
     write_atomic(path, write_documents)
-    return corpus
+    return made[0]
 
 
 # --- your own text ------------------------------------------------------------------------------------
